@@ -1,0 +1,205 @@
+"""The native catalog: domains of OpenAI-format tools, native actions and tasks.
+
+Everything here is an immutable value; loaders build these, operators read them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = Any
+
+
+def canonical_json(value: JSON) -> str:
+    """Deterministic JSON text: sorted keys, no spaces; used for keys and hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One callable tool in OpenAI function-calling form.
+
+    ``cls`` is the object the tool acts on (window, seat, zone); class dispatch and
+    namespacing group by it. ``effect`` optionally tells the state engine what the
+    tool does (see :mod:`toolbias.env`); tools without one record their arguments.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, JSON]
+    domain: str
+    cls: str = ""
+    effect: Mapping[str, JSON] | None = None
+
+    @property
+    def uid(self) -> str:
+        return f"{self.domain}::{self.name}"
+
+    @property
+    def properties(self) -> Mapping[str, JSON]:
+        return self.parameters.get("properties", {}) or {}
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(self.parameters.get("required", []) or [])
+
+    def to_openai(self) -> dict[str, JSON]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": json.loads(json.dumps(self.parameters)),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class NativeAction:
+    """One call of one native tool with complete arguments."""
+
+    domain: str
+    tool: str
+    arguments: Mapping[str, JSON]
+
+    @property
+    def uid(self) -> str:
+        return f"{self.domain}::{self.tool}"
+
+    def key(self) -> str:
+        """Exact identity (no normalisation): domain, tool and canonical arguments."""
+        return f"{self.uid}{canonical_json(dict(self.arguments))}"
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"domain": self.domain, "tool": self.tool, "arguments": dict(self.arguments)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, JSON]) -> NativeAction:
+        return cls(domain=d["domain"], tool=d["tool"], arguments=dict(d.get("arguments") or {}))
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NativeAction) and self.key() == other.key()
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.tool}({args})"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One user utterance and its gold list of native actions (all in one domain)."""
+
+    id: str
+    domain: str
+    query: str
+    gold: tuple[NativeAction, ...]
+    query_templated: str = ""
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "domain": self.domain,
+            "query": self.query,
+            "query_templated": self.query_templated,
+            "gold": [a.to_dict() for a in self.gold],
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, JSON]) -> Task:
+        return cls(
+            id=str(d["id"]),
+            domain=d["domain"],
+            query=d["query"],
+            query_templated=d.get("query_templated", ""),
+            gold=tuple(NativeAction.from_dict(a) for a in d["gold"]),
+            meta=dict(d.get("meta") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A group of tools that act on one environment, with its system prompt.
+
+    ``initial_state`` seeds the state engine; ``title`` is a human name.
+    """
+
+    name: str
+    tools: tuple[Tool, ...]
+    system: str = ""
+    title: str = ""
+    initial_state: Mapping[str, JSON] = field(default_factory=dict)
+
+    def tool(self, name: str) -> Tool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for t in self.tools:
+            seen.setdefault(t.cls, None)
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Domains plus tasks, named by the spec string it was loaded from."""
+
+    name: str
+    domains: tuple[Domain, ...]
+    tasks: tuple[Task, ...] = ()
+    meta: Mapping[str, JSON] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        index = {t.uid: t for d in self.domains for t in d.tools}
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_domains", {d.name: d for d in self.domains})
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return tuple(t for d in self.domains for t in d.tools)
+
+    def domain(self, name: str) -> Domain:
+        domains: dict[str, Domain] = self._domains  # type: ignore[attr-defined]
+        try:
+            return domains[name]
+        except KeyError:
+            from ..errors import CatalogError
+
+            raise CatalogError(
+                f"unknown domain '{name}'",
+                where=self.name,
+                fix=f"use one of: {', '.join(domains)}",
+            ) from None
+
+    def tool(self, domain: str, name: str) -> Tool | None:
+        index: dict[str, Tool] = self._index  # type: ignore[attr-defined]
+        return index.get(f"{domain}::{name}")
+
+    def tasks_for(self, domain: str) -> Iterator[Task]:
+        return (t for t in self.tasks if t.domain == domain)
+
+    def with_tasks(self, tasks: Iterable[Task]) -> Catalog:
+        return Catalog(self.name, self.domains, tuple(tasks), self.meta)
+
+    def fingerprint(self) -> str:
+        """Hash of tools and tasks: resume refuses a catalog that silently changed."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for d in self.domains:
+            for t in d.tools:
+                h.update(canonical_json([t.uid, t.description, t.parameters, t.cls]).encode())
+        for task in self.tasks:
+            h.update(canonical_json(task.to_dict()).encode())
+        return h.hexdigest()[:16]

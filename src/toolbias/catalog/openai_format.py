@@ -1,0 +1,103 @@
+"""Reading and writing OpenAI function-calling tool lists.
+
+Accepts ``[{"type": "function", "function": {...}}]`` and the bare
+``[{"name", "description", "parameters"}]`` form; JSON errors name file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import CatalogError
+from .model import Tool
+
+_VERBS = re.compile(
+    r"^(set|get|start|stop|toggle|enable|disable|add|remove|delete|create|update|list|open|close|"
+    r"lock|unlock|play|pause|arm|disarm|run|cancel|schedule|adjust|activate|deactivate|turn|check|"
+    r"reset|clear|select|change|show|send|find|search|book|query|fetch|make|move|load|save|configure)_"
+)
+
+
+def infer_class(name: str) -> str:
+    """A tool's class from its name when the catalog gives none: ``set_window_state`` -> ``window``."""
+    base = name.split(".")[-1]
+    stripped = _VERBS.sub("", base)
+    return (stripped.split("_")[0] or base).lower()
+
+
+def read_json(path: Path) -> Any:
+    """Load JSON, turning syntax errors into a CatalogError with file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError("file not found", where=str(path), fix="check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"cannot read file: {exc}", where=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}:{exc.colno}",
+                           fix="fix the JSON syntax at that line") from None
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """Load JSON Lines; errors name file and line."""
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CatalogError("file not found", where=str(path), fix="check the path") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{path}:{lineno}:{exc.colno}",
+                               fix="each line must be one JSON object") from None
+    return rows
+
+
+def parse_tool(entry: Any, domain: str, where: str, cls: str | None = None) -> Tool:
+    """One tool from either OpenAI form."""
+    if not isinstance(entry, dict):
+        raise CatalogError(f"a tool must be a JSON object, got {type(entry).__name__}", where=where)
+    fn = entry.get("function") if entry.get("type") == "function" or "function" in entry else entry
+    if not isinstance(fn, dict):
+        raise CatalogError("'function' must be an object", where=where)
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise CatalogError("tool has no 'name'", where=where, fix="add a non-empty string 'name'")
+    params = fn.get("parameters") or {"type": "object", "properties": {}, "required": []}
+    if not isinstance(params, dict):
+        raise CatalogError("'parameters' must be a JSON-Schema object", where=f"{where} ({name})")
+    desc = fn.get("description", "")
+    tool_cls = cls or fn.get("class") or entry.get("class") or infer_class(name)
+    return Tool(name=name, description=desc if isinstance(desc, str) else str(desc), parameters=params,
+                domain=domain, cls=str(tool_cls), effect=fn.get("effect"))
+
+
+def parse_tools(data: Any, domain: str = "default", source: str = "<tools>") -> list[Tool]:
+    """Tools from a list in either OpenAI form (or ``{"tools": [...]}``)."""
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise CatalogError("expected a JSON list of tools", where=source,
+                           fix='write [{"type": "function", "function": {"name": ..., "parameters": ...}}]')
+    return [parse_tool(e, domain, f"{source}[{i}]") for i, e in enumerate(data)]
+
+
+def dump_tools(tools: Iterable[Tool] | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-format list (``{"type": "function", "function": ...}``)."""
+    out = []
+    for t in tools:
+        out.append(t.to_openai() if isinstance(t, Tool) else t)
+    return out
+
+
+def write_tools(tools: Iterable[Tool] | Sequence[dict[str, Any]], path: Path) -> None:
+    path.write_text(json.dumps(dump_tools(tools), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,211 @@
+"""Checks for catalogs (can toolbias load and rewrite them?) and native actions.
+
+Catalog problems raise :class:`CatalogError` naming the tool and parameter.
+Action problems are returned as :class:`ActionError` values: a bad model call is
+data, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ..errors import CatalogError
+from .model import Catalog, NativeAction, Tool
+
+#: Schema keywords an operator can rewrite. Anything else is refused by name.
+SUPPORTED_KEYWORDS = frozenset(
+    {
+        "type", "description", "enum", "properties", "required", "items", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "default", "title", "additionalProperties",
+        "minItems", "maxItems", "format", "pattern", "minLength", "maxLength", "examples", "const",
+    }
+)
+UNSUPPORTED_HINT = {
+    "$ref": "inline the referenced schema",
+    "allOf": "merge the sub-schemas into one object",
+    "anyOf": "pick one type or use an enum",
+    "oneOf": "pick one type or use an enum",
+    "not": "state the allowed values positively (enum or range)",
+    "patternProperties": "list the properties explicitly",
+    "if": "express the condition with separate tools",
+    "dependentRequired": "make the parameters always required or split the tool",
+    "$defs": "inline the definitions",
+    "definitions": "inline the definitions",
+}
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
+def check_schema(schema: Any, where: str) -> None:
+    """Raise CatalogError if a parameter schema uses constructs toolbias cannot rewrite."""
+    if not isinstance(schema, Mapping):
+        raise CatalogError(f"schema must be an object, got {type(schema).__name__}", where=where,
+                           fix="write the parameter schema as a JSON object")
+    for key in schema:
+        if key in UNSUPPORTED_HINT:
+            raise CatalogError(f"uses the JSON-Schema construct '{key}', which toolbias cannot rewrite",
+                               where=where, fix=UNSUPPORTED_HINT[key])
+    types = schema.get("type")
+    for t in types if isinstance(types, list) else [types] if types else []:
+        if t not in JSON_TYPES:
+            raise CatalogError(f"unknown JSON type '{t}'", where=where,
+                               fix=f"use one of {', '.join(JSON_TYPES)}")
+    enum = schema.get("enum")
+    if enum is not None:
+        if not isinstance(enum, list) or not enum:
+            raise CatalogError("enum must be a non-empty list", where=where)
+        kinds = {_json_kind(v) for v in enum}
+        if len(kinds) > 1:
+            raise CatalogError(f"enum mixes value types ({', '.join(sorted(kinds))}): {enum!r}", where=where,
+                               fix="make every enum value the same type (e.g. all strings)")
+    props = schema.get("properties")
+    if props is not None:
+        if not isinstance(props, Mapping):
+            raise CatalogError("'properties' must be an object", where=where)
+        for name, sub in props.items():
+            check_schema(sub, f"{where}.{name}")
+        required = schema.get("required", [])
+        if not isinstance(required, list):
+            raise CatalogError("'required' must be a list of property names", where=where)
+        missing = [r for r in required if r not in props]
+        if missing:
+            raise CatalogError(f"required parameter(s) {', '.join(map(repr, missing))} not in properties",
+                               where=where, fix="add them to 'properties' or remove them from 'required'")
+    elif schema.get("required"):
+        raise CatalogError(f"required parameter(s) {schema['required']!r} but no properties", where=where,
+                           fix="add a 'properties' object")
+    if "items" in schema:
+        check_schema(schema["items"], f"{where}[]")
+
+
+def _json_kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return type(v).__name__
+
+
+def validate_catalog(catalog: Catalog) -> None:
+    """Raise CatalogError on the first problem: duplicate names, bad schemas."""
+    seen_domains: set[str] = set()
+    for domain in catalog.domains:
+        if domain.name in seen_domains:
+            raise CatalogError(f"duplicate domain '{domain.name}'", where=catalog.name)
+        seen_domains.add(domain.name)
+        names: set[str] = set()
+        for tool in domain.tools:
+            where = f"{catalog.name}: tool '{tool.name}' (domain {domain.name})"
+            if not tool.name or not isinstance(tool.name, str):
+                raise CatalogError("tool without a name", where=f"{catalog.name}: domain {domain.name}",
+                                   fix="give every tool a non-empty string 'name'")
+            if tool.name in names:
+                raise CatalogError(f"duplicate tool name '{tool.name}' in domain '{domain.name}'",
+                                   where=catalog.name, fix="rename one of the two tools")
+            names.add(tool.name)
+            params = tool.parameters
+            if params.get("type", "object") != "object":
+                raise CatalogError("parameters must be a JSON-Schema object (type 'object')", where=where)
+            check_schema(params, where + " parameters")
+
+
+class ActionErrorKind(str, Enum):
+    UNKNOWN_TOOL = "unknown_tool"
+    MISSING_ARGUMENT = "missing_argument"
+    EXTRA_ARGUMENT = "extra_argument"
+    WRONG_TYPE = "wrong_type"
+    NOT_IN_ENUM = "not_in_enum"
+    OUT_OF_RANGE = "out_of_range"
+
+
+@dataclass(frozen=True)
+class ActionError:
+    """Why a native action is invalid: a value the caller can show to the model."""
+
+    kind: ActionErrorKind
+    message: str
+    argument: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "message": self.message, "argument": self.argument}
+
+
+def value_error(schema: Mapping[str, Any], value: Any, path: str) -> ActionError | None:
+    """Check one value against a (supported-subset) schema; None if it is valid."""
+    types = schema.get("type")
+    if types:
+        allowed = types if isinstance(types, list) else [types]
+        ok = False
+        for t in allowed:
+            py = JSON_TYPES.get(t, (object,))
+            if isinstance(value, bool) and t not in ("boolean",):
+                continue
+            if t == "integer" and isinstance(value, float) and value.is_integer():
+                ok = True
+                break
+            if isinstance(value, py):
+                ok = True
+                break
+        if not ok:
+            return ActionError(ActionErrorKind.WRONG_TYPE,
+                               f"'{path}' must be {' or '.join(allowed)}, got {_json_kind(value)} {value!r}", path)
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        shown = ", ".join(map(repr, enum[:20]))
+        return ActionError(ActionErrorKind.NOT_IN_ENUM, f"'{path}' must be one of {shown}; got {value!r}", path)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            return ActionError(ActionErrorKind.OUT_OF_RANGE,
+                               f"'{path}' must be between {lo} and {hi}; got {value!r}", path)
+    if isinstance(value, dict) and "properties" in schema:
+        return arguments_error(schema, value, prefix=f"{path}.")
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            err = value_error(schema["items"], item, f"{path}[{i}]")
+            if err:
+                return err
+    return None
+
+
+def arguments_error(schema: Mapping[str, Any], args: Mapping[str, Any], prefix: str = "") -> ActionError | None:
+    """Check an argument object against an object schema; None if valid."""
+    props: Mapping[str, Any] = schema.get("properties", {}) or {}
+    for name in schema.get("required", []) or []:
+        if name not in args:
+            return ActionError(ActionErrorKind.MISSING_ARGUMENT, f"missing required argument '{prefix}{name}'",
+                               prefix + name)
+    closed = schema.get("additionalProperties", False) is False
+    for name, value in args.items():
+        if name not in props:
+            if closed:
+                allowed = ", ".join(props) or "none"
+                return ActionError(ActionErrorKind.EXTRA_ARGUMENT,
+                                   f"unexpected argument '{prefix}{name}' (allowed: {allowed})", prefix + name)
+            continue
+        err = value_error(props[name], value, prefix + name)
+        if err:
+            return err
+    return None
+
+
+def validate_action(catalog: Catalog, action: NativeAction) -> ActionError | None:
+    """Return why ``action`` is not a valid native action, or None if it is."""
+    tool: Tool | None = catalog.tool(action.domain, action.tool)
+    if tool is None:
+        return ActionError(ActionErrorKind.UNKNOWN_TOOL,
+                           f"unknown tool '{action.tool}' in domain '{action.domain}'")
+    if not isinstance(action.arguments, Mapping):
+        return ActionError(ActionErrorKind.WRONG_TYPE, "arguments must be an object")
+    return arguments_error(tool.parameters, action.arguments)

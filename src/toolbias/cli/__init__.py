@@ -1,0 +1,46 @@
+"""The ``toolbias`` command: a thin layer over the Python API.
+
+Each command family lives in its own module exposing ``register(group)``. User
+errors (:class:`~toolbias.errors.ToolbiasError`) print as a message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ..errors import ToolbiasError
+
+#: command modules, in help order
+COMMAND_MODULES = ("catalog", "variants", "run", "report", "select")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "TOOLBIAS"})
+@click.version_option(package_name="toolbias")
+def cli() -> None:
+    """Measure and mitigate interface bias in tool-using LLM agents."""
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"{__name__}.{_name}").register(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except ToolbiasError as exc:
+        click.echo(f"error: {exc.render()}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished results are kept", err=True)
+        sys.exit(130)

@@ -1,0 +1,279 @@
+"""The codec: the single source of truth for a variant.
+
+Built from a catalog and a variant spec, it holds the schema the model sees,
+``encode`` (native actions -> variant calls, for the oracle and training data) and
+stateful decoding sessions (variant calls -> native actions, protocol replies or
+rejections) under ``strict`` or ``lenient`` schema control.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import jsonschema
+
+from .catalog.model import Catalog, NativeAction, Tool
+from .catalog.validation import arguments_error
+from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
+
+
+class Control(str, Enum):
+    """Schema control: what happens to an off-schema call."""
+
+    STRICT = "strict"    # reject with an explanation; the agent may retry
+    LENIENT = "lenient"  # execute the native action it unambiguously decodes to
+
+
+class Outcome(str, Enum):
+    NATIVE = "native"
+    REPLY = "reply"
+    REJECTION = "rejection"
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """How one variant call decoded. Never an exception: rejections are values."""
+
+    call: Call
+    outcome: Outcome
+    actions: tuple[NativeAction, ...] = ()
+    reply: Mapping[str, Any] | None = None
+    rejection_kind: RejectionKind | None = None
+    message: str = ""
+    flags: tuple[Flag, ...] = ()
+    routes: tuple[str, ...] = ()
+    route_classes: tuple[str, ...] = ()
+    lenient: str | None = None  # the repair lenient control applied, if any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "call": self.call.to_dict(),
+            "outcome": self.outcome.value,
+            "actions": [a.to_dict() for a in self.actions],
+            "reply": dict(self.reply) if self.reply is not None else None,
+            "rejection_kind": self.rejection_kind.value if self.rejection_kind else None,
+            "message": self.message,
+            "flags": [f.to_dict() for f in self.flags],
+            "routes": list(self.routes),
+            "route_classes": list(self.route_classes),
+            "lenient": self.lenient,
+        }
+
+
+def _closed(schema: Any) -> Any:
+    """Copy of a schema where objects with listed properties refuse unknown keys.
+
+    Only for validation: the schema the model sees is unchanged."""
+    if isinstance(schema, dict):
+        out = {k: _closed(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_closed(v) for v in schema]
+    return schema
+
+
+class _Level:
+    """Tools of one level of the stack, indexed by domain and name, with validators."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self.tools = tuple(tools)
+        self.by_name: dict[tuple[str, str], Tool] = {}
+        for t in tools:
+            self.by_name[(t.domain, t.name)] = t
+        self._validators: dict[str, Any] = {}
+        self._simple: dict[str, bool] = {}
+
+    def lookup(self, domain: str, name: str) -> Tool | None:
+        return self.by_name.get((domain, name)) or self.by_name.get((ALL_DOMAINS, name))
+
+    def visible(self, domain: str) -> list[Tool]:
+        return [t for t in self.tools if t.domain in (domain, ALL_DOMAINS)]
+
+    def check(self, tool: Tool, args: Mapping[str, Any]) -> str | None:
+        """None if ``args`` fit ``tool``'s schema, else a message naming the problem."""
+        key = tool.uid
+        simple = self._simple.get(key)
+        if simple is None:
+            simple = "oneOf" not in json.dumps(tool.parameters)
+            self._simple[key] = simple
+        if simple:  # fast path for the supported subset (no combinators); same verdicts
+            err = arguments_error(tool.parameters, args)
+            return None if err is None else err.message
+        validator = self._validators.get(key)
+        if validator is None:
+            validator = jsonschema.Draft202012Validator(_closed(tool.parameters))
+            self._validators[key] = validator
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
+        if error is None:
+            return None
+        path = ".".join(str(p) for p in error.absolute_path)
+        return f"{path + ': ' if path else ''}{error.message}"
+
+
+class Codec:
+    """A variant bound to a catalog: schema, encoder and decoding sessions."""
+
+    def __init__(self, catalog: Catalog, layers: Sequence[Layer], name: str = "native") -> None:
+        self.catalog = catalog
+        self.layers = tuple(layers)
+        self.name = name
+        native = [t for d in catalog.domains for t in d.tools]
+        self._levels = [_Level(native)] + [_Level(layer.tools) for layer in self.layers]
+
+    # -- schema ---------------------------------------------------------------
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self._levels[-1].tools
+
+    def tools_for(self, domain: str) -> list[Tool]:
+        """The variant tools an agent working in ``domain`` sees, in order."""
+        return self._levels[-1].visible(domain)
+
+    def schema(self, domain: str) -> list[dict[str, Any]]:
+        """OpenAI tool list for ``domain`` (deterministic, JSON-serialisable)."""
+        return [t.to_openai() for t in self.tools_for(domain)]
+
+    def function_count(self) -> int:
+        return len(self.tools)
+
+    def instructions(self) -> list[str]:
+        return [layer.instruction for layer in self.layers if layer.instruction]
+
+    # -- encoding -------------------------------------------------------------
+    def encode(self, actions: Iterable[NativeAction]) -> list[Call]:
+        """Variant calls (protocol calls included) that a fresh session decodes to ``actions``."""
+        states = [layer.new_encode_state() for layer in self.layers]
+        out: list[Call] = []
+        for action in actions:
+            calls = [Call(action.tool, dict(action.arguments))]
+            domain = action.domain
+            for layer, state in zip(self.layers, states, strict=True):
+                calls = [c2 for c in calls for c2 in layer.encode(c, domain, state)]
+            out.extend(calls)
+        return out
+
+    def session(self, domain: str, control: Control | str = Control.STRICT) -> Session:
+        return Session(self, domain, Control(control))
+
+
+class Session:
+    """Stateful decoding of one episode's calls in one domain."""
+
+    def __init__(self, codec: Codec, domain: str, control: Control) -> None:
+        self.codec = codec
+        self.domain = domain
+        self.control = control
+        self.states = [layer.new_state() for layer in codec.layers]
+
+    def decode(self, call: Call) -> Decoded:
+        """Decode one variant call. Never raises on model output."""
+        if not isinstance(call.arguments, Mapping):
+            return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
+                           message=f"arguments of '{call.name}' must be a JSON object")
+        return self._decode_at(len(self.codec.layers), call, call)
+
+    def _reject(self, origin: Call, kind: RejectionKind, message: str, flags: tuple[Flag, ...] = (),
+                routes: tuple[str, ...] = (), classes: tuple[str, ...] = ()) -> Decoded:
+        return Decoded(origin, Outcome.REJECTION, rejection_kind=kind, message=message, flags=flags,
+                       routes=routes, route_classes=classes)
+
+    def _decode_at(self, level: int, call: Call, origin: Call) -> Decoded:
+        codec = self.codec
+        lvl = codec._levels[level]
+        tool = lvl.lookup(self.domain, call.name)
+        problem: tuple[RejectionKind, str] | None = None
+        if tool is None:
+            names = ", ".join(t.name for t in lvl.visible(self.domain))
+            problem = (RejectionKind.UNKNOWN_TOOL, f"Unknown tool '{call.name}'. Available tools: {names}.")
+        else:
+            err = lvl.check(tool, call.arguments)
+            if err is not None:
+                problem = (RejectionKind.INVALID_ARGUMENTS, f"Invalid arguments for '{call.name}': {err}")
+        if problem is not None:
+            if self.control is Control.LENIENT:
+                repaired = self._lenient(level, call, origin)
+                if repaired is not None:
+                    return repaired
+            return self._reject(origin, *problem)
+        assert tool is not None
+        if level == 0:
+            action = NativeAction(self.domain if tool.domain == ALL_DOMAINS else tool.domain, tool.name,
+                                  copy.deepcopy(dict(call.arguments)))
+            if action.domain != self.domain:
+                return self._reject(origin, RejectionKind.INVALID_ACTION,
+                                    f"'{call.name}' acts on domain '{action.domain}', not '{self.domain}'.")
+            return Decoded(origin, Outcome.NATIVE, actions=(action,))
+        layer = codec.layers[level - 1]
+        step = layer.decode(call, tool, self.states[level - 1])
+        if isinstance(step, Reply):
+            return Decoded(origin, Outcome.REPLY, reply=step.payload, flags=step.flags)
+        if isinstance(step, Reject):
+            return self._reject(origin, step.kind, step.message, step.flags)
+        assert isinstance(step, Forward)
+        return self._forward(level, step, origin)
+
+    def _forward(self, level: int, step: Forward, origin: Call) -> Decoded:
+        routes = (step.route,) if step.route else ()
+        classes = step.classes
+        actions: list[NativeAction] = []
+        flags: list[Flag] = []
+        lenient: str | None = None
+        for inner in step.calls:
+            d = self._decode_at(level - 1, inner, origin)
+            routes += d.routes
+            classes += d.route_classes
+            flags.extend(d.flags)
+            lenient = lenient or d.lenient
+            if d.outcome is not Outcome.NATIVE:
+                return Decoded(origin, d.outcome, actions=tuple(actions), reply=d.reply,
+                               rejection_kind=d.rejection_kind, message=d.message, flags=tuple(flags),
+                               routes=routes, route_classes=classes, lenient=lenient)
+            actions.extend(d.actions)
+        return Decoded(origin, Outcome.NATIVE, actions=tuple(actions), flags=tuple(flags), routes=routes,
+                       route_classes=classes, lenient=lenient)
+
+    def _lenient(self, level: int, call: Call, origin: Call) -> Decoded | None:
+        """Accept an off-schema call that unambiguously means one thing: a layer's own
+        repair, or a call in the form of a lower level (e.g. a native tool name)."""
+        layer = self.codec.layers[level - 1] if level > 0 else None
+        if layer is not None:
+            repaired = layer.repair(call, self.domain)
+            if repaired is not None and repaired != call:
+                lvl = self.codec._levels[level]
+                tool = lvl.lookup(self.domain, repaired.name)
+                if tool is not None and lvl.check(tool, repaired.arguments) is None:
+                    d = self._decode_at(level, repaired, origin)
+                    if d.outcome is not Outcome.REJECTION:
+                        return _with_lenient(d, f"{layer.op}: repaired to {repaired.name}")
+        for lower in range(level - 1, -1, -1):
+            lvl = self.codec._levels[lower]
+            tool = lvl.lookup(self.domain, call.name)
+            if tool is not None and lvl.check(tool, call.arguments) is None:
+                d = self._decode_at(lower, call, origin)
+                if d.outcome is Outcome.NATIVE:
+                    form = "native" if lower == 0 else f"level {lower} ({self.codec.layers[lower - 1].op})"
+                    return _with_lenient(d, f"accepted {form} form of '{call.name}'")
+        return None
+
+    def finish(self) -> list[Flag]:
+        """Flags raised at episode end (e.g. uncommitted transactions)."""
+        flags: list[Flag] = []
+        for layer, state in zip(self.codec.layers, self.states, strict=True):
+            flags.extend(layer.finish(state))
+        return flags
+
+
+def _with_lenient(d: Decoded, note: str) -> Decoded:
+    from dataclasses import replace
+
+    return replace(d, lenient=note)
+
+
+__all__ = ["Codec", "Control", "Decoded", "Outcome", "Session"]

@@ -1,0 +1,86 @@
+"""The generic executable state engine that runs native actions.
+
+A domain is data: each tool may carry an ``effect`` telling the engine what it
+does to the domain's state. The state is ``{class: {instance: {attribute: value}}}``:
+
+* ``{"kind": "set", "target": ["zone"]}`` (the default) - the ``target`` arguments
+  name the instance; every other argument becomes an attribute of it.
+* ``{"kind": "append", "target": [...], "list": "queue"}`` - append the other
+  arguments (as one record) to a list attribute.
+* ``{"kind": "remove", "target": [...], "list": "queue"}`` - remove matching records.
+* ``{"kind": "event", "target": [...]}`` - a momentary action: counted and logged.
+
+Tools without an effect (imported catalogs) use ``set`` with no target, so any
+OpenAI-format catalog is executable. Every valid action changes state
+deterministically and returns a JSON-able result; invalid ones return an error
+result and change nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from .catalog.model import Catalog, NativeAction, Tool
+from .catalog.validation import validate_action
+
+DEFAULT_EFFECT: Mapping[str, Any] = {"kind": "set", "target": []}
+
+
+def _instance(tool: Tool, effect: Mapping[str, Any], args: Mapping[str, Any]) -> str:
+    target = effect.get("target") or []
+    return "/".join(str(args[t]) for t in target) if target else "_"
+
+
+def _apply_set(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str, Any]) -> None:
+    obj.update(attrs)
+
+
+def _apply_append(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str, Any]) -> None:
+    obj.setdefault(effect.get("list", "items"), []).append(attrs)
+
+
+def _apply_remove(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str, Any]) -> None:
+    items = obj.setdefault(effect.get("list", "items"), [])
+    obj[effect.get("list", "items")] = [i for i in items if i != attrs]
+
+
+def _apply_event(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str, Any]) -> None:
+    obj["count"] = int(obj.get("count", 0)) + 1
+    obj["last"] = attrs
+
+
+EFFECTS = {"set": _apply_set, "append": _apply_append, "remove": _apply_remove, "event": _apply_event}
+
+
+class Environment:
+    """Executable state for one domain of a catalog."""
+
+    def __init__(self, catalog: Catalog, domain: str) -> None:
+        self.catalog = catalog
+        self.domain = domain
+        self.state: dict[str, Any] = copy.deepcopy(dict(catalog.domain(domain).initial_state))
+        self.log: list[NativeAction] = []
+
+    def execute(self, action: NativeAction) -> dict[str, Any]:
+        """Run ``action``; return ``{"ok": True, ...}`` or ``{"ok": False, "error": ...}``."""
+        if action.domain != self.domain:
+            return {"ok": False, "error": f"tool '{action.tool}' belongs to domain '{action.domain}', "
+                                          f"not '{self.domain}'"}
+        err = validate_action(self.catalog, action)
+        if err is not None:
+            return {"ok": False, "error": err.message, "kind": err.kind.value}
+        tool = self.catalog.tool(action.domain, action.tool)
+        assert tool is not None  # validate_action checked it
+        effect = tool.effect or DEFAULT_EFFECT
+        kind = effect.get("kind", "set")
+        target = set(effect.get("target") or [])
+        attrs = {k: v for k, v in action.arguments.items() if k not in target}
+        obj_class = tool.cls or tool.name
+        instance = _instance(tool, effect, action.arguments)
+        obj = self.state.setdefault(obj_class, {}).setdefault(instance, {})
+        EFFECTS[kind](obj, attrs, effect)
+        self.log.append(action)
+        return {"ok": True, "tool": tool.name, "object": obj_class, "instance": instance,
+                "state": copy.deepcopy(obj)}

@@ -1,0 +1,155 @@
+"""The one small interface every schema operator implements.
+
+A variant is a stack of :class:`Layer` s. Each layer is one operator step bound to
+the schema beneath it (the native catalog for the first step): it exposes an
+*outer* tool list, maps inner calls to outer calls (``encode``) and outer calls
+back to inner calls (``decode``). The :class:`~toolbias.codec.Codec` composes the
+layers, validates every call against each layer's schema with ``jsonschema``, and
+handles lenient repair; layers only do their own structural mapping.
+
+Outcomes are values: a layer's ``decode`` returns :class:`Forward` (inner calls),
+:class:`Reply` (a protocol answer such as a transaction handle) or :class:`Reject`
+(off-schema or protocol misuse, with a message the agent can act on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from ..catalog.model import Tool
+
+#: Tool.domain of outer tools visible to every domain (catalog-scope variants).
+ALL_DOMAINS = "*"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call at some layer: a tool name and its (parsed) JSON arguments."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": dict(self.arguments)}
+
+
+class RejectionKind(str, Enum):
+    PARSE_ERROR = "parse_error"            # arguments were not a JSON object
+    UNKNOWN_TOOL = "unknown_tool"          # no such tool in the variant
+    INVALID_ARGUMENTS = "invalid_arguments"  # fails the variant's JSON schema
+    INVALID_ACTION = "invalid_action"      # decodes to a native action that is not valid
+    PROTOCOL = "protocol"                  # transaction / reference / discovery misuse
+
+
+class FlagKind(str, Enum):
+    UNKNOWN_HANDLE = "unknown_handle"
+    WRITE_AFTER_COMMIT = "write_after_commit"
+    DOUBLE_COMMIT = "double_commit"
+    COMMIT_MISSING_WRITES = "commit_missing_writes"
+    UNCOMMITTED_HANDLE = "uncommitted_handle"
+    BAD_REFERENCE = "bad_reference"
+    UNDISCOVERED_TOOL = "undiscovered_tool"
+
+    @property
+    def is_transaction(self) -> bool:
+        return self in TRANSACTION_FLAGS
+
+
+TRANSACTION_FLAGS = frozenset({FlagKind.UNKNOWN_HANDLE, FlagKind.WRITE_AFTER_COMMIT, FlagKind.DOUBLE_COMMIT,
+                               FlagKind.COMMIT_MISSING_WRITES, FlagKind.UNCOMMITTED_HANDLE})
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: FlagKind
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The outer call stands for these inner calls (usually one).
+
+    ``route`` names the dispatcher / namespace the call went through and ``classes``
+    the classes that route serves, so wrong-class routing can be scored later.
+    """
+
+    calls: tuple[Call, ...]
+    route: str | None = None
+    classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A protocol answer returned to the agent as the tool message (nothing executes)."""
+
+    payload: Mapping[str, Any]
+    flags: tuple[Flag, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reject:
+    kind: RejectionKind
+    message: str
+    flags: tuple[Flag, ...] = ()
+
+
+Step = Forward | Reply | Reject
+
+
+class Layer:
+    """One operator step. Subclasses set ``op`` and build ``self.tools`` in ``__init__``.
+
+    ``inner`` is the schema beneath (every domain's tools); ``params`` the step's
+    parameters from the variant spec. Constructors raise :class:`VariantError` for
+    parameters that cannot give an equivalent schema.
+    """
+
+    op: ClassVar[str] = ""
+    #: Table 11 instruction appended to the system prompt when instructions are on.
+    instruction: ClassVar[str | None] = None
+
+    def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
+        self.inner = tuple(inner)
+        self.params = dict(params)
+        self.tools: tuple[Tool, ...] = self.inner
+
+    # -- encoding (oracle, training data) ------------------------------------
+    def new_encode_state(self) -> Any:
+        return None
+
+    def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
+        """Outer calls that stand for one inner call (the identity by default)."""
+        return [call]
+
+    # -- decoding (agent calls) ----------------------------------------------
+    def new_state(self) -> Any:
+        return None
+
+    def decode(self, call: Call, tool: Tool, state: Any) -> Step:
+        """Decode a call already validated against ``tool`` (one of ``self.tools``)."""
+        return Forward((call,))
+
+    def repair(self, call: Call, domain: str) -> Call | None:
+        """Lenient mode: an outer-schema call for an off-schema call that unambiguously means it."""
+        return None
+
+    def finish(self, state: Any) -> list[Flag]:
+        """Flags raised at episode end (e.g. transactions never committed)."""
+        return []
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.op}({args})"
+
+
+def outer_tool(template: Tool, **changes: Any) -> Tool:
+    """A copy of ``template`` with some fields changed (tools are frozen)."""
+    from dataclasses import replace
+
+    return replace(template, **changes)

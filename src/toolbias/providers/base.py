@@ -1,0 +1,122 @@
+"""The one provider interface, and the values that cross it.
+
+Messages and tools are plain OpenAI chat dicts. A provider returns a
+:class:`ModelOutput`; a malformed tool call is a :class:`ToolCall` with a
+``parse_error``, never an exception. Infrastructure failures (network, HTTP 5xx,
+timeouts) raise :class:`InfraError`, which the wrapper retries and the runner
+stores apart from model failures.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Sampling settings: part of the cache key and the provider settings hash."""
+
+    temperature: float = 0.0
+    max_tokens: int = 512
+    top_p: float | None = None
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model produced it. ``arguments`` is None when ``parse_error`` is set."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str = ""
+    parse_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_raw(cls, id: str, name: str, raw: Any) -> ToolCall:
+        """Parse raw arguments (a JSON string or object) without ever raising."""
+        if isinstance(raw, dict):
+            return cls(id, name, raw, json.dumps(raw, ensure_ascii=False))
+        text = raw if isinstance(raw, str) else json.dumps(raw)
+        if text is None or text.strip() == "":
+            return cls(id, name, {}, "")
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            return cls(id, name, None, text[:10000], f"arguments are not valid JSON: {exc}")
+        if not isinstance(value, dict):
+            return cls(id, name, None, text[:10000], f"arguments must be a JSON object, got {type(value).__name__}")
+        return cls(id, name, value, text)
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    #: the calls were recovered from text (Hermes <tool_call>, bare or fenced JSON)
+    recovered: bool = False
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"content": self.content, "tool_calls": [c.to_dict() for c in self.tool_calls],
+                "usage": asdict(self.usage), "latency_s": self.latency_s, "recovered": self.recovered,
+                "cached": self.cached}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelOutput:
+        return cls(content=d.get("content"), tool_calls=tuple(ToolCall(**c) for c in d.get("tool_calls", [])),
+                   usage=Usage(**d.get("usage", {})), latency_s=d.get("latency_s", 0.0),
+                   recovered=d.get("recovered", False), cached=d.get("cached", False))
+
+
+class InfraError(Exception):
+    """The provider could not produce an answer (network, server, timeout): not the model's fault."""
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelAPI(ABC):
+    """One model behind one interface. Subclasses implement ``generate``."""
+
+    #: the model spec string (``openai:gpt-4o``, ``local``, ``oracle`` ...)
+    spec: str = ""
+    #: where requests go; part of the cache key and the concurrency-limit key
+    base_url: str | None = None
+
+    @abstractmethod
+    async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                       config: GenerateConfig) -> ModelOutput:
+        """One completion. ``tool_choice`` is None (auto), "auto", "required" or "none"."""
+
+    def settings(self) -> dict[str, Any]:
+        """What identifies this provider's behaviour (no secrets): hashed into episode keys."""
+        return {"spec": self.spec}
+
+    async def check(self) -> None:
+        """Raise ProviderError with a clear message if the model cannot be used (before any episode)."""
+
+    async def aclose(self) -> None:
+        """Release connections or model memory."""

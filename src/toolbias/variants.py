@@ -1,0 +1,122 @@
+"""Variants as data: an ordered list of operator steps, composed into a codec.
+
+A :class:`VariantSpec` is JSON-serialisable (``{"name", "steps": [{"op", ...params}]}``);
+:func:`build_codec` turns a spec plus a catalog into a :class:`~toolbias.codec.Codec`.
+Named variants live in the registry (``toolbias.registry``), one file per operator family.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .catalog.model import Catalog
+from .codec import Codec
+from .errors import VariantError
+from .operators import OPERATORS
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A named composition of operator steps (first step is applied to the native catalog)."""
+
+    name: str
+    steps: tuple[Mapping[str, Any], ...] = ()
+    description: str = ""
+    #: the paper registry entry this reproduces (its ``name`` in registry.json), if any
+    paper: str | None = None
+    #: tags such as "representative", "ladder", "control"
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "steps": [dict(s) for s in self.steps], "description": self.description,
+                "paper": self.paper, "tags": list(self.tags)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "<variant spec>") -> VariantSpec:
+        if not isinstance(d, Mapping):
+            raise VariantError("a variant spec must be a JSON object", where=where,
+                               fix='write {"name": "...", "steps": [{"op": "merge", ...}]}')
+        steps = d.get("steps", d.get("ops", []))
+        if not isinstance(steps, list) or not all(isinstance(s, Mapping) and "op" in s for s in steps):
+            raise VariantError("'steps' must be a list of objects each with an 'op'", where=where,
+                               fix=f"known ops: {', '.join(sorted(OPERATORS))}")
+        return cls(name=str(d.get("name", Path(where).stem)), steps=tuple(dict(s) for s in steps),
+                   description=str(d.get("description", "")), paper=d.get("paper"),
+                   tags=tuple(d.get("tags", ())))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> VariantSpec:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise VariantError("file not found", where=str(p)) from None
+        except json.JSONDecodeError as exc:
+            raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
+        return cls.from_dict(data, where=str(p))
+
+
+def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
+    """Apply ``spec``'s steps to ``catalog``; refuse unknown ops and impossible compositions."""
+    layers = []
+    tools: Sequence[Any] = catalog.tools
+    for i, step in enumerate(spec.steps):
+        op = step.get("op")
+        cls = OPERATORS.get(str(op))
+        if cls is None:
+            raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=f"variant '{spec.name}'",
+                               fix=f"use one of: {', '.join(sorted(OPERATORS))}")
+        params = {k: v for k, v in step.items() if k != "op"}
+        for earlier in layers:
+            if getattr(earlier, "protocol", False):
+                raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
+                                   where=f"variant '{spec.name}'",
+                                   fix="put protocol operators (transaction, reference, discovery) last")
+        layer = cls(tools, params)
+        layers.append(layer)
+        tools = layer.tools
+    return Codec(catalog, layers, name=spec.name)
+
+
+def registry() -> dict[str, VariantSpec]:
+    """All named variants, by stable name."""
+    from .registry import REGISTRY
+
+    return REGISTRY
+
+
+def get_variant(name: str) -> VariantSpec:
+    reg = registry()
+    if name in reg:
+        return reg[name]
+    raise VariantError(f"unknown variant '{name}'", fix=f"use one of: {', '.join(reg)}")
+
+
+def resolve_variants(selector: str | Sequence[str]) -> list[VariantSpec]:
+    """``all``, ``representative``, a comma list of names, or spec files (``*.json``)."""
+    reg = registry()
+    names = selector.split(",") if isinstance(selector, str) else list(selector)
+    out: list[VariantSpec] = []
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        if name == "all":
+            out.extend(reg.values())
+        elif name == "representative":
+            out.extend(v for v in reg.values() if "representative" in v.tags)
+        elif name.endswith(".json"):
+            out.append(VariantSpec.from_file(name))
+        else:
+            out.append(get_variant(name))
+    seen: dict[str, VariantSpec] = {}
+    for v in out:
+        seen.setdefault(v.name, v)
+    return list(seen.values())
+
+
+__all__ = ["VariantSpec", "build_codec", "get_variant", "registry", "resolve_variants"]
