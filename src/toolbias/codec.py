@@ -91,6 +91,11 @@ class _Level:
         self._simple: dict[str, bool] = {}
 
     def lookup(self, domain: str, name: str) -> Tool | None:
+        """A tool visible in ``domain``; a ``"dom::name"`` uid names a tool of another domain
+        (catalog-scope layers forward such uids so equal names in two domains stay apart)."""
+        if "::" in name:
+            d, _, n = name.partition("::")
+            return self.by_name.get((d, n))
         return self.by_name.get((domain, name)) or self.by_name.get((ALL_DOMAINS, name))
 
     def visible(self, domain: str) -> list[Tool]:
