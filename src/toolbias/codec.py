@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -225,7 +225,7 @@ class Session:
         return self._forward(level, step, origin)
 
     def _forward(self, level: int, step: Forward, origin: Call) -> Decoded:
-        routes = (step.route,) if step.route else ()
+        routes: tuple[str, ...] = (step.route,) if step.route else ()
         classes = step.classes
         actions: list[NativeAction] = []
         flags: list[Flag] = []

@@ -1,9 +1,137 @@
-"""CLI: `toolbias run` commands (filled in by its owner)."""
+"""CLI: ``toolbias run`` (a study), ``toolbias merge`` (shards), ``toolbias export``."""
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+
 import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..codec import Control
+from ..episode import Condition
+from ..errors import ToolbiasError
+from ..providers.base import GenerateConfig
+from ..runner import Progress as RunProgress
+from ..runner import StudyConfig, build_study, check_model, run_study
+from ..store import Store, export, merge_stores
+
+#: ``toolbias run`` with no options: the embedded model, a small stratified sample
+DEFAULT_LOCAL_SAMPLE = 6
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise ToolbiasError(f"bad --shard '{value}'", fix="write i/n with 0 <= i < n, e.g. 0/4") from None
+    if not 0 <= i < n:
+        raise ToolbiasError(f"bad --shard '{value}': need 0 <= i < n", fix="e.g. --shard 0/4 ... 3/4")
+    return (i, n)
+
+
+def summary_table(store: Store, study: str) -> Table:
+    cells: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in store.rows(study=study, with_record=False):
+        cells[r.variant][0] += int(bool(r.success))
+        cells[r.variant][1] += 1
+        if r.failure_mode:
+            modes[r.variant][r.failure_mode] += 1
+    table = Table(title=f"study {study}")
+    for col in ("variant", "n", "success", "top failure"):
+        table.add_column(col, justify="right" if col in ("n", "success") else "left")
+    for variant, (ok, n) in cells.items():
+        top = max(modes[variant].items(), key=lambda kv: kv[1], default=("-", 0))
+        table.add_row(variant, str(n), f"{100 * ok / n:.1f}%", f"{top[0]} ({top[1]})" if top[1] else "-")
+    return table
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
+    @group.command("run")
+    @click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL",
+                  help="openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE")
+    @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
+                  "[env OPENAI_BASE_URL]")
+    @click.option("--catalog", default="builtin", show_default=True, help="builtin, toolschemaspace:DIR, "
+                  "bfcl:DIR, tools:FILE, mcp:FILE")
+    @click.option("--variants", default="representative", show_default=True,
+                  help="all, representative (the paper's 12), a comma list of names, or spec files")
+    @click.option("--tasks", type=int, help="only the first N tasks")
+    @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
+    @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
+                  help="base, instruction (per-variant instruction), required (constrained first call)")
+    @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
+    @click.option("--study", help="study name inside the store [default: model|control|condition]")
+    @click.option("--concurrency", type=int, default=8, show_default=True)
+    @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
+    @click.option("--turn-limit", type=int, default=16, show_default=True)
+    @click.option("--temperature", type=float, default=0.0, show_default=True)
+    @click.option("--max-tokens", type=int, default=512, show_default=True)
+    @click.option("--cache", help="response cache file (SQLite); off by default")
+    def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
+                sample: int | None, seed: int, control: str, condition: str, store: str, study: str | None,
+                concurrency: int, shard: str | None, turn_limit: int, temperature: float, max_tokens: int,
+                cache: str | None) -> None:
+        """Run a study: a model on every chosen variant x task. Re-running resumes."""
+        if model.startswith("local") and sample is None and tasks is None:
+            sample = DEFAULT_LOCAL_SAMPLE
+        options = {"base_urls": list(base_url)} if base_url else {}
+        cfg = StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
+                          control=Control(control), condition=Condition(condition), turn_limit=turn_limit,
+                          generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
+                          concurrency=concurrency, shard=_shard(shard), study=study, cache=cache,
+                          provider_options=options)
+        built = build_study(cfg)
+        check_model(built)
+        console = Console(stderr=True)
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]:.1f} ep/s  success {task.fields[succ]}"),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        with Store(store) as st, Progress(*columns, console=console, transient=False) as bar:
+            task_id = bar.add_task("episodes", total=None, rate=0.0, succ="-")
+
+            def on_progress(p: RunProgress) -> None:
+                ran = p.done - p.skipped
+                elapsed = max(time.perf_counter() - p.started, 1e-9)
+                succ = f"{100 * p.successes / ran:.0f}%" if ran else "-"
+                bar.update(task_id, total=p.total, completed=p.done, rate=ran / elapsed, succ=succ)
+
+            prog = run_study(built, st, on_progress=on_progress, check=False)
+            bar.update(task_id, total=prog.total, completed=prog.done)
+            Console().print(summary_table(st, cfg.study_name))
+        if prog.infra_errors:
+            console.print(f"[yellow]{prog.infra_errors} episodes hit infrastructure errors; "
+                          "re-run the same command to retry them[/]")
+
+    @group.command("merge")
+    @click.argument("inputs", nargs=-1, required=True)
+    @click.option("-o", "--output", required=True, help="the merged store (must not exist)")
+    def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
+        """Merge shard stores of one study into one store."""
+        counts = merge_stores(inputs, output)
+        click.echo(f"merged {counts['episodes']} episodes from {len(inputs)} stores into {output}")
+
+    @group.command("export")
+    @click.option("--store", default="toolbias.db", show_default=True)
+    @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl",
+                  show_default=True)
+    @click.option("-o", "--output", help="output file [default: <store>.<format>]")
+    def export_cmd(store: str, fmt: str, output: str | None) -> None:
+        """Export finished episodes for pandas and friends."""
+        out = output or f"{store.rsplit('.', 1)[0]}.{fmt}"
+        n = export(store, fmt, out)
+        click.echo(f"wrote {n} episodes to {out}")

@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..catalog.model import Task
+    from ..codec import Codec
 
 Message = dict[str, Any]
 
@@ -114,6 +118,11 @@ class ModelAPI(ABC):
     def settings(self) -> dict[str, Any]:
         """What identifies this provider's behaviour (no secrets): hashed into episode keys."""
         return {"spec": self.spec}
+
+    def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
+        """The agent for one episode. Models ignore this; the oracle and scripted
+        providers bind to the task (its gold, its id) here."""
+        return self
 
     async def check(self) -> None:
         """Raise ProviderError with a clear message if the model cannot be used (before any episode)."""

@@ -1,0 +1,196 @@
+"""The pure episode loop: model <-> codec session <-> domain environment.
+
+No I/O of its own: the provider is passed in (and is the only thing awaited), the
+environment is in memory, and the result is an :class:`EpisodeRecord` value. The
+runner (``toolbias.runner``) does batching, storage and concurrency around it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .catalog.model import Catalog, NativeAction, Task
+from .codec import Codec, Control, Decoded, Outcome
+from .env import Environment
+from .operators.base import Call, Flag
+from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
+
+DEFAULT_SYSTEM = (
+    "You are an assistant that carries out the user's request by calling the provided tools. "
+    "Use only the provided tools, with exactly the names and argument structure their schemas define. "
+    "Make every call the request needs, then reply briefly without calling a tool."
+)
+
+
+class Termination(str, Enum):
+    """Why an episode ended (stored on every record)."""
+
+    ANSWERED = "answered"        # the model replied without a tool call
+    TURN_LIMIT = "turn_limit"    # the turn limit was hit
+    INFRA_ERROR = "infra_error"  # the provider failed (not the model's fault; re-run on resume)
+
+
+class Condition(str, Enum):
+    """Training-free interventions (paper Table 3 / 11)."""
+
+    BASE = "base"
+    INSTRUCTION = "instruction"  # per-variant instruction appended to the system prompt
+    REQUIRED = "required"        # first turn constrained: tool_choice="required"
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    control: Control = Control.STRICT
+    condition: Condition = Condition.BASE
+    turn_limit: int = 16
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+    system_prompt: str = DEFAULT_SYSTEM
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"control": self.control.value, "condition": self.condition.value, "turn_limit": self.turn_limit,
+                "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
+
+
+@dataclass
+class CallRecord:
+    """One model tool call: what was asked, how it decoded, what it did."""
+
+    turn: int
+    tool_call: ToolCall
+    decoded: Decoded | None
+    results: list[dict[str, Any]]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "tool_call": self.tool_call.to_dict(),
+                "decoded": self.decoded.to_dict() if self.decoded else None,
+                "results": self.results, "message": self.message}
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    domain: str
+    variant: str
+    model: str
+    control: str
+    condition: str
+    query: str
+    gold: list[NativeAction]
+    messages: list[Message] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    executed: list[NativeAction] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    turns: int = 0
+    termination: Termination = Termination.ANSWERED
+    infra_error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    model_latency_s: float = 0.0
+    wall_s: float = 0.0
+    recovered_calls: int = 0
+
+    @property
+    def rejections(self) -> int:
+        return sum(1 for c in self.calls if c.decoded is None or c.decoded.outcome is Outcome.REJECTION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id, "domain": self.domain, "variant": self.variant, "model": self.model,
+            "control": self.control, "condition": self.condition, "query": self.query,
+            "gold": [a.to_dict() for a in self.gold], "messages": self.messages,
+            "calls": [c.to_dict() for c in self.calls], "executed": [a.to_dict() for a in self.executed],
+            "flags": [f.to_dict() for f in self.flags], "turns": self.turns,
+            "termination": self.termination.value, "infra_error": self.infra_error,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens, "model_latency_s": self.model_latency_s,
+            "wall_s": self.wall_s, "recovered_calls": self.recovered_calls,
+        }
+
+
+def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeConfig) -> str:
+    parts = [config.system_prompt]
+    domain_system = catalog.domain(task.domain).system
+    if domain_system:
+        parts.append(domain_system)
+    if config.condition is Condition.INSTRUCTION:
+        parts.extend(codec.instructions())
+    return "\n\n".join(parts)
+
+
+def _tool_message(decoded: Decoded, results: list[dict[str, Any]]) -> str:
+    if decoded.outcome is Outcome.REJECTION:
+        return f"Error: {decoded.message}"
+    if decoded.outcome is Outcome.REPLY:
+        return json.dumps(decoded.reply, ensure_ascii=False)
+    body: Any = results[0] if len(results) == 1 else results
+    return json.dumps(body, ensure_ascii=False)
+
+
+async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: EpisodeConfig) -> EpisodeRecord:
+    """Play one task on one variant. Never raises for model behaviour; provider
+    failures end the episode with ``Termination.INFRA_ERROR``."""
+    started = time.perf_counter()
+    catalog = codec.catalog
+    agent = model.for_episode(task, codec)
+    session = codec.session(task.domain, config.control)
+    env = Environment(catalog, task.domain)
+    tools = codec.schema(task.domain)
+    rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
+                        control=config.control.value, condition=config.condition.value, query=task.query,
+                        gold=list(task.gold))
+    messages: list[Message] = [
+        {"role": "system", "content": system_message(codec, catalog, task, config)},
+        {"role": "user", "content": task.query},
+    ]
+    rec.termination = Termination.TURN_LIMIT
+    for turn in range(config.turn_limit):
+        tool_choice = "required" if (turn == 0 and config.condition is Condition.REQUIRED) else None
+        try:
+            out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
+        except InfraError as exc:
+            rec.termination = Termination.INFRA_ERROR
+            rec.infra_error = str(exc) or type(exc).__name__
+            break
+        rec.turns = turn + 1
+        rec.prompt_tokens += out.usage.prompt_tokens
+        rec.completion_tokens += out.usage.completion_tokens
+        rec.cached_prompt_tokens += out.usage.cached_prompt_tokens
+        rec.model_latency_s += out.latency_s
+        if out.recovered:
+            rec.recovered_calls += len(out.tool_calls)
+        assistant: Message = {"role": "assistant", "content": out.content or ""}
+        if out.tool_calls:
+            assistant["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
+                for c in out.tool_calls
+            ]
+        messages.append(assistant)
+        if not out.tool_calls:
+            rec.termination = Termination.ANSWERED
+            break
+        for tc in out.tool_calls:  # parallel calls are handled in order
+            messages.append(_handle_call(rec, turn, tc, session, env))
+    rec.flags.extend(session.finish())
+    rec.messages = messages
+    rec.wall_s = time.perf_counter() - started
+    return rec
+
+
+def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Environment) -> Message:
+    if tc.arguments is None:
+        msg = f"Error: could not parse the arguments of '{tc.name}': {tc.parse_error}"
+        rec.calls.append(CallRecord(turn, tc, None, [], msg))
+        return {"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": msg}
+    decoded = session.decode(Call(tc.name, tc.arguments))
+    results = [env.execute(a) for a in decoded.actions] if decoded.outcome is Outcome.NATIVE else []
+    rec.executed.extend(a for a, r in zip(decoded.actions, results, strict=False) if r.get("ok"))
+    rec.flags.extend(decoded.flags)
+    msg = _tool_message(decoded, results)
+    rec.calls.append(CallRecord(turn, tc, decoded, results, msg))
+    return {"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": msg}

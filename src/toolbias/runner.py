@@ -1,0 +1,243 @@
+"""The batch layer: plan a study, skip finished episodes, run the rest with
+bounded concurrency, score and store them as they finish.
+
+Layers (as in tau2-bench): :func:`~toolbias.episode.run_episode` is pure;
+:func:`build_study` resolves names (catalog, variants, model); :func:`run_study`
+batches with concurrency, checkpointing, resume and sharding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import Catalog, Task, load_catalog
+from .codec import Codec, Control
+from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
+from .errors import ToolbiasError
+from .providers import ModelAPI, make_provider
+from .providers.base import GenerateConfig
+from .providers.wrapper import ProviderWrapper, ResponseCache, wrap
+from .scoring import score_record
+from .store import EpisodeRow, Store, episode_key, stable_hash
+from .variants import VariantSpec, build_codec, resolve_variants
+
+
+@dataclass
+class StudyConfig:
+    """Everything a study needs; every field has a CLI flag."""
+
+    model: str = "local"
+    catalog: str = "builtin"
+    variants: str = "representative"
+    tasks: int | None = None          # first N tasks (in file order)
+    sample: int | None = None         # stratified sample of N tasks (same for every variant)
+    seed: int = 0
+    control: Control = Control.STRICT
+    condition: Condition = Condition.BASE
+    turn_limit: int = 16
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+    concurrency: int = 8
+    shard: tuple[int, int] | None = None
+    study: str | None = None
+    cache: str | None = None
+    provider_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def study_name(self) -> str:
+        return self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+
+
+@dataclass
+class Study:
+    config: StudyConfig
+    catalog: Catalog
+    codecs: list[Codec]
+    tasks: list[Task]
+    model: ModelAPI
+    settings_hash: str
+
+    def plan(self) -> list[tuple[str, Codec, Task]]:
+        """(key, codec, task) for every episode of this shard, variant by variant and
+        domain by domain, so a local model reuses its prompt prefix (system + tools)."""
+        cfg = self.config
+        cat = f"{self.catalog.name}#{self.catalog.fingerprint()}"
+        out = []
+        for codec in self.codecs:
+            for task in sorted(self.tasks, key=lambda t: (t.domain, t.id)):
+                key = episode_key(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
+                                  variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}", task_id=task.id,
+                                  control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed)
+                out.append((key, codec, task))
+        if cfg.shard:
+            i, n = cfg.shard
+            out = [item for item in out if int(item[0][:8], 16) % n == i]
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        """What must not change when a study resumes."""
+        cfg = self.config
+        return {
+            "model": cfg.model, "settings_hash": self.settings_hash,
+            "catalog": f"{self.catalog.name}#{self.catalog.fingerprint()}",
+            "variants": [c.name for c in self.codecs], "tasks": stable_hash(sorted(t.id for t in self.tasks)),
+            "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition.value,
+            "turn_limit": cfg.turn_limit, "seed": cfg.seed,
+        }
+
+
+def codec_steps(codec: Codec) -> list[Any]:
+    return [[layer.op, layer.params] for layer in codec.layers]
+
+
+def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
+    """A stratified (domain x gold length) sample of ``n`` tasks, deterministic for a seed."""
+    if n >= len(tasks):
+        return list(tasks)
+    strata: dict[tuple[str, int], list[Task]] = defaultdict(list)
+    for t in sorted(tasks, key=lambda t: t.id):
+        strata[(t.domain, len(t.gold))].append(t)
+    total = len(tasks)
+    quotas = {k: n * len(v) / total for k, v in strata.items()}
+    alloc = {k: int(q) for k, q in quotas.items()}
+    left = n - sum(alloc.values())
+    for k in sorted(quotas, key=lambda k: (-(quotas[k] - alloc[k]), k))[:left]:
+        alloc[k] += 1
+    rng = random.Random(seed)
+    picked: list[Task] = []
+    for k in sorted(strata):
+        picked.extend(rng.sample(strata[k], alloc[k]))
+    return sorted(picked, key=lambda t: t.id)
+
+
+def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
+    tasks = list(catalog.tasks)
+    if not tasks:
+        raise ToolbiasError(f"catalog '{catalog.name}' has no tasks", fix="use a catalog with a query set")
+    if cfg.sample:
+        tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
+    if cfg.tasks:
+        tasks = tasks[: cfg.tasks]
+    return tasks
+
+
+def build_study(cfg: StudyConfig, model: ModelAPI | None = None) -> Study:
+    """Resolve names into objects; raises ToolbiasError listing valid names on bad input."""
+    provider = model or make_provider(cfg.model, **cfg.provider_options)
+    catalog = load_catalog(cfg.catalog)
+    specs: list[VariantSpec] = resolve_variants(cfg.variants)
+    codecs = [build_codec(catalog, s) for s in specs]
+    tasks = select_tasks(catalog, cfg)
+    cache = ResponseCache(cfg.cache) if cfg.cache else None
+    wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
+    settings = {"provider": provider.settings(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
+    return Study(cfg, catalog, codecs, tasks, wrapped, stable_hash(settings))
+
+
+def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
+    classes = {t.uid: t.cls for t in study.catalog.tools}
+    infra = rec.termination is Termination.INFRA_ERROR
+    ok, mode = (None, None) if infra else score_record(rec, classes)
+    cfg = study.config
+    return EpisodeRow(
+        key=key, study=cfg.study_name, kind="task", model=cfg.model, settings_hash=study.settings_hash,
+        catalog=study.catalog.name, variant=rec.variant, task_id=rec.task_id, domain=rec.domain,
+        control=rec.control, condition=rec.condition, seed=cfg.seed,
+        status="infra_error" if infra else "done", success=ok, failure_mode=mode.value if mode else None,
+        termination=rec.termination.value, n_gold=len(rec.gold), n_executed=len(rec.executed),
+        n_rejections=rec.rejections, turns=rec.turns, prompt_tokens=rec.prompt_tokens,
+        completion_tokens=rec.completion_tokens, wall_s=rec.wall_s, record=rec.to_dict(),
+    )
+
+
+@dataclass
+class Progress:
+    total: int = 0
+    done: int = 0
+    skipped: int = 0
+    successes: int = 0
+    infra_errors: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | None = None,
+                          check: bool = True) -> Progress:
+    cfg = study.config
+    if check:
+        await study.model.check()
+    store.begin_study(cfg.study_name, study.identity())
+    plan = study.plan()
+    done = store.done_keys(cfg.study_name)
+    todo = [item for item in plan if item[0] not in done]
+    prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
+    episode_cfg = EpisodeConfig(control=cfg.control, condition=cfg.condition, turn_limit=cfg.turn_limit,
+                                generate=cfg.generate)
+    buffer: list[EpisodeRow] = []
+    last_flush = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal last_flush
+        store.put_many(buffer)
+        buffer.clear()
+        last_flush = time.perf_counter()
+
+    queue: asyncio.Queue[tuple[str, Codec, Task]] = asyncio.Queue()
+    for item in todo:
+        queue.put_nowait(item)
+
+    async def worker() -> None:
+        while True:
+            try:
+                key, codec, task = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            rec = await run_episode(task, codec, study.model, episode_cfg)
+            row = row_for(study, key, rec)
+            buffer.append(row)
+            prog.done += 1
+            prog.successes += int(bool(row.success))
+            prog.infra_errors += int(row.status == "infra_error")
+            if len(buffer) >= 256 or time.perf_counter() - last_flush > 1.0:
+                flush()
+            if on_progress:
+                on_progress(prog)
+
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(cfg.concurrency, len(todo) or 1)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+        flush()  # Ctrl-C or a crash keeps every finished episode
+        await study.model.aclose()
+    return prog
+
+
+def run_study(cfg: StudyConfig | Study, store: Store | str = "toolbias.db", on_progress: ProgressFn | None = None,
+              model: ModelAPI | None = None, check: bool = True) -> Progress:
+    """Build (unless given a built Study) and run a study (blocking). Re-running resumes."""
+    study = cfg if isinstance(cfg, Study) else build_study(cfg, model)
+    own = not isinstance(store, Store)
+    st = Store(store) if not isinstance(store, Store) else store
+    try:
+        return asyncio.run(run_study_async(study, st, on_progress, check=check))
+    finally:
+        if own:
+            st.close()
+
+
+def check_model(study: Study) -> None:
+    """Fail fast (ProviderError) when the model cannot be used: before any episode starts."""
+    asyncio.run(study.model.check())
+
+
+__all__ = ["Progress", "Study", "StudyConfig", "build_study", "check_model", "run_study", "run_study_async",
+           "sample_tasks", "ProviderWrapper"]

@@ -1,0 +1,267 @@
+"""The results store: one SQLite file per study (WAL mode).
+
+Episode key (documented contract): SHA-256 over the canonical JSON of
+``[model spec, provider settings hash, catalog fingerprint, variant name + steps hash,
+task id, schema control, condition, seed]``. Re-running the same study skips keys
+whose status is ``done`` and re-runs ``infra_error`` ones; a study name whose stored
+configuration differs from the new one is refused with the differences listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS studies (
+    name TEXT PRIMARY KEY, config TEXT NOT NULL, config_hash TEXT NOT NULL, created REAL, updated REAL);
+CREATE TABLE IF NOT EXISTS episodes (
+    key TEXT PRIMARY KEY, study TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'task',
+    model TEXT NOT NULL, settings_hash TEXT NOT NULL, catalog TEXT NOT NULL, variant TEXT NOT NULL,
+    task_id TEXT NOT NULL, domain TEXT NOT NULL, control TEXT NOT NULL, condition TEXT NOT NULL,
+    seed INTEGER NOT NULL, status TEXT NOT NULL, success INTEGER, failure_mode TEXT, termination TEXT,
+    n_gold INTEGER, n_executed INTEGER, n_rejections INTEGER, turns INTEGER,
+    prompt_tokens INTEGER, completion_tokens INTEGER, wall_s REAL, record TEXT NOT NULL, created REAL);
+CREATE INDEX IF NOT EXISTS episodes_cell ON episodes (model, variant, control, condition);
+CREATE INDEX IF NOT EXISTS episodes_study ON episodes (study, status);
+"""
+
+COLUMNS = ("key", "study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain", "control",
+           "condition", "seed", "status", "success", "failure_mode", "termination", "n_gold", "n_executed",
+           "n_rejections", "turns", "prompt_tokens", "completion_tokens", "wall_s", "record", "created")
+
+
+def stable_hash(value: Any, n: int = 16) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def episode_key(*, model: str, settings_hash: str, catalog: str, variant: str, task_id: str, control: str,
+                condition: str, seed: int, kind: str = "task") -> str:
+    return stable_hash([model, settings_hash, catalog, variant, task_id, control, condition, seed, kind], 32)
+
+
+@dataclass
+class EpisodeRow:
+    """One stored episode: the key fields, the scores, and the full record (JSON)."""
+
+    key: str
+    study: str
+    kind: str
+    model: str
+    settings_hash: str
+    catalog: str
+    variant: str
+    task_id: str
+    domain: str
+    control: str
+    condition: str
+    seed: int
+    status: str  # "done" | "infra_error"
+    success: bool | None
+    failure_mode: str | None
+    termination: str
+    n_gold: int
+    n_executed: int
+    n_rejections: int
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+    record: dict[str, Any]
+    created: float = 0.0
+
+    def values(self) -> tuple[Any, ...]:
+        d = self.__dict__.copy()
+        d["record"] = json.dumps(self.record, ensure_ascii=False, separators=(",", ":"))
+        d["success"] = None if self.success is None else int(self.success)
+        d["created"] = self.created or time.time()
+        return tuple(d[c] for c in COLUMNS)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> EpisodeRow:
+        d = dict(zip(COLUMNS, row, strict=True))
+        d["record"] = json.loads(d["record"])
+        d["success"] = None if d["success"] is None else bool(d["success"])
+        return cls(**d)
+
+
+class Store:
+    """A study's SQLite file. Safe to reopen; writes are batched by the caller."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store: {exc}", where=str(self.path),
+                             fix="point --store at a toolbias SQLite file or a new path") from None
+        version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if version is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            self.db.commit()
+        elif version[0] != SCHEMA_VERSION:
+            raise StoreError(f"store schema version {version[0]}, this toolbias writes {SCHEMA_VERSION}",
+                             where=str(self.path), fix="use a new --store file")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- studies --------------------------------------------------------------
+    def begin_study(self, name: str, config: Mapping[str, Any]) -> None:
+        """Record a study's configuration, or check it matches the stored one."""
+        config_json = json.dumps(config, sort_keys=True, default=str)
+        h = stable_hash(config)
+        row = self.db.execute("SELECT config, config_hash FROM studies WHERE name=?", (name,)).fetchone()
+        now = time.time()
+        if row is None:
+            self.db.execute("INSERT INTO studies VALUES (?, ?, ?, ?, ?)", (name, config_json, h, now, now))
+            self.db.commit()
+            return
+        if row[1] != h:
+            old = json.loads(row[0])
+            diffs = [f"{k}: stored {old.get(k)!r} != now {config.get(k)!r}"
+                     for k in sorted(set(old) | set(config)) if old.get(k) != config.get(k)]
+            raise StoreError(
+                "this study was run with a different configuration:\n  " + "\n  ".join(diffs[:10]),
+                where=f"{self.path} (study '{name}')",
+                fix="re-run with the original options to resume, or use --study NEW_NAME / a new --store",
+            )
+        self.db.execute("UPDATE studies SET updated=? WHERE name=?", (now, name))
+        self.db.commit()
+
+    def studies(self) -> dict[str, dict[str, Any]]:
+        return {n: json.loads(c) for n, c in self.db.execute("SELECT name, config FROM studies")}
+
+    # -- episodes -------------------------------------------------------------
+    def done_keys(self, study: str | None = None) -> set[str]:
+        q = "SELECT key FROM episodes WHERE status='done'" + (" AND study=?" if study else "")
+        return {k for (k,) in self.db.execute(q, (study,) if study else ())}
+
+    def put_many(self, rows: Iterable[EpisodeRow]) -> int:
+        values = [r.values() for r in rows]
+        if values:
+            marks = ",".join("?" * len(COLUMNS))
+            self.db.executemany(f"INSERT OR REPLACE INTO episodes ({','.join(COLUMNS)}) VALUES ({marks})", values)
+            self.db.commit()
+        return len(values)
+
+    def rows(self, *, study: str | None = None, kind: str | None = None, status: str | None = "done",
+             with_record: bool = True) -> Iterator[EpisodeRow]:
+        where, args = [], []
+        for col, val in (("study", study), ("kind", kind), ("status", status)):
+            if val is not None:
+                where.append(f"{col}=?")
+                args.append(val)
+        cols = ",".join(c if (with_record or c != "record") else "'{}'" for c in COLUMNS)
+        q = f"SELECT {cols} FROM episodes" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        for row in self.db.execute(q, args):
+            yield EpisodeRow.from_row(row)
+
+    def count(self, status: str | None = None) -> int:
+        q = "SELECT COUNT(*) FROM episodes" + (" WHERE status=?" if status else "")
+        return int(self.db.execute(q, (status,) if status else ()).fetchone()[0])
+
+
+def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, int]:
+    """Merge shard stores into ``output``. The same episode key in two inputs is refused;
+    a study name with different configurations in two inputs is reported as a conflict."""
+    out_path = Path(output)
+    if out_path.exists():
+        raise StoreError("output store already exists", where=str(out_path), fix="choose a new -o path")
+    seen: dict[str, str] = {}
+    configs: dict[str, tuple[str, str]] = {}
+    problems: list[str] = []
+    for path in inputs:
+        if not Path(path).exists():
+            raise StoreError("store not found", where=str(path))
+        with Store(path) as s:
+            for name, h in s.db.execute("SELECT name, config_hash FROM studies"):
+                if name in configs and configs[name][1] != h:
+                    problems.append(f"study '{name}' has different configurations in {configs[name][0]} and {path}")
+                configs.setdefault(name, (str(path), h))
+            for (key,) in s.db.execute("SELECT key FROM episodes WHERE status='done'"):
+                if key in seen:
+                    problems.append(f"episode {key[:12]} is in both {seen[key]} and {path}")
+                seen[key] = str(path)
+    if problems:
+        raise StoreError("cannot merge:\n  " + "\n  ".join(problems[:20]) +
+                         (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""),
+                         fix="merge shards of one study run with --shard i/n (each key in exactly one shard)")
+    counts = {"episodes": 0, "studies": 0}
+    with Store(out_path) as out:
+        for path in inputs:
+            with Store(path) as s:
+                for row in s.db.execute("SELECT name, config, config_hash, created, updated FROM studies"):
+                    out.db.execute("INSERT OR IGNORE INTO studies VALUES (?, ?, ?, ?, ?)", row)
+                rows = s.db.execute(f"SELECT {','.join(COLUMNS)} FROM episodes WHERE status='done'").fetchall()
+                out.db.executemany(f"INSERT INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
+                                   rows)
+                counts["episodes"] += len(rows)
+        out.db.commit()
+        counts["studies"] = len(out.studies())
+    return counts
+
+
+def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, kind: str | None = "task") -> Any:
+    """A pandas DataFrame of finished episodes (one row each; ``record`` holds the full trace)."""
+    import pandas as pd
+
+    s = store if isinstance(store, Store) else Store(store)
+    try:
+        rows = [r.__dict__ for r in s.rows(kind=kind, with_record=with_record)]
+    finally:
+        if not isinstance(store, Store):
+            s.close()
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    if not with_record:
+        df = df.drop(columns=["record"])
+    return df
+
+
+def export(store: str | Path, fmt: str, output: str | Path) -> int:
+    """Write finished episodes as ``jsonl`` (full records), ``csv`` or ``parquet`` (flat columns)."""
+    out = Path(output)
+    if fmt == "jsonl":
+        n = 0
+        with Store(store) as s, out.open("w", encoding="utf-8") as fh:
+            for r in s.rows(kind=None):
+                d = {c: getattr(r, c) for c in COLUMNS if c != "record"}
+                d["record"] = r.record
+                fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+                n += 1
+        return n
+    df = episodes_dataframe(store, kind=None)
+    if fmt == "csv":
+        df.to_csv(out, index=False)
+    elif fmt == "parquet":
+        try:
+            df.to_parquet(out, index=False)
+        except ImportError:
+            from .errors import MissingExtraError
+
+            raise MissingExtraError("pyarrow", "parquet", "Parquet export") from None
+    else:
+        raise StoreError(f"unknown export format '{fmt}'", fix="use jsonl, csv or parquet")
+    return len(df)
