@@ -47,10 +47,13 @@ class StudyConfig:
     study: str | None = None
     cache: str | None = None
     provider_options: dict[str, Any] = field(default_factory=dict)
+    #: "task" for full tasks; "probe" for compliance probes (stored apart, same machinery)
+    kind: str = "task"
 
     @property
     def study_name(self) -> str:
-        return self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
 @dataclass
@@ -62,6 +65,14 @@ class Study:
     model: ModelAPI
     settings_hash: str
 
+    @property
+    def classes(self) -> dict[str, str]:
+        """Native tool uid -> class, for wrong-class scoring."""
+        cached: dict[str, str] | None = self.__dict__.get("_classes")
+        if cached is None:
+            cached = self.__dict__["_classes"] = {t.uid: t.cls for t in self.catalog.tools}
+        return cached
+
     def plan(self) -> list[tuple[str, Codec, Task]]:
         """(key, codec, task) for every episode of this shard, variant by variant and
         domain by domain, so a local model reuses its prompt prefix (system + tools)."""
@@ -72,7 +83,8 @@ class Study:
             for task in sorted(self.tasks, key=lambda t: (t.domain, t.id)):
                 key = episode_key(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
                                   variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}", task_id=task.id,
-                                  control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed)
+                                  control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed,
+                                  kind=cfg.kind)
                 out.append((key, codec, task))
         if cfg.shard:
             i, n = cfg.shard
@@ -126,26 +138,28 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     return tasks
 
 
-def build_study(cfg: StudyConfig, model: ModelAPI | None = None) -> Study:
-    """Resolve names into objects; raises ToolbiasError listing valid names on bad input."""
+def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
+                tasks: Sequence[Task] | None = None) -> Study:
+    """Resolve names into objects; raises ToolbiasError listing valid names on bad input.
+    ``tasks`` replaces the catalog's task selection (compliance probes use this)."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
     catalog = load_catalog(cfg.catalog)
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
-    tasks = select_tasks(catalog, cfg)
+    chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": provider.settings(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
-    return Study(cfg, catalog, codecs, tasks, wrapped, stable_hash(settings))
+    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings))
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
-    classes = {t.uid: t.cls for t in study.catalog.tools}
+    classes = study.classes
     infra = rec.termination is Termination.INFRA_ERROR
     ok, mode = (None, None) if infra else score_record(rec, classes)
     cfg = study.config
     return EpisodeRow(
-        key=key, study=cfg.study_name, kind="task", model=cfg.model, settings_hash=study.settings_hash,
+        key=key, study=cfg.study_name, kind=cfg.kind, model=cfg.model, settings_hash=study.settings_hash,
         catalog=study.catalog.name, variant=rec.variant, task_id=rec.task_id, domain=rec.domain,
         control=rec.control, condition=rec.condition, seed=cfg.seed,
         status="infra_error" if infra else "done", success=ok, failure_mode=mode.value if mode else None,

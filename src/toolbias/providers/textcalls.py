@@ -197,6 +197,12 @@ def _hermes_values(body: str) -> list[tuple[Any, bool]]:
             return [(value, True)]
         except (ValueError, RecursionError):
             pass
+        # cut off before its closing braces (max_tokens, a missing tag): close them
+        repaired = _close_brackets(stripped[j:])
+        if repaired is not None:
+            value = _loads(repaired)
+            if value is not _NOTHING:
+                return [(value, True)]
     try:
         json.loads(stripped)
     except (ValueError, RecursionError) as exc:
@@ -204,6 +210,30 @@ def _hermes_values(body: str) -> list[tuple[Any, bool]]:
     else:  # pragma: no cover - _loads already failed
         reason = "the <tool_call> block is not valid JSON"
     return [(_Invalid(body, reason), False)]
+
+
+def _close_brackets(text: str) -> str | None:
+    """``text`` with its unclosed ``{``/``[`` closed, or None when it ends inside a string."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return None
+    if in_string or not stack:
+        return None
+    return text.rstrip().rstrip(",") + "".join(reversed(stack))
 
 
 def _loads(text: str) -> Any:
