@@ -139,11 +139,12 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
 
 
 def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
-                tasks: Sequence[Task] | None = None) -> Study:
+                tasks: Sequence[Task] | None = None, catalog: Catalog | None = None) -> Study:
     """Resolve names into objects; raises ToolbiasError listing valid names on bad input.
-    ``tasks`` replaces the catalog's task selection (compliance probes use this)."""
+    ``tasks`` replaces the catalog's task selection (compliance probes use this);
+    ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
-    catalog = load_catalog(cfg.catalog)
+    catalog = catalog or load_catalog(cfg.catalog)
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)

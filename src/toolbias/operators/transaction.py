@@ -1,0 +1,354 @@
+"""Transaction: one native action becomes ``begin`` -> writes -> ``commit``.
+
+``begin(tool)`` opens a transaction on one operation and returns a handle
+(``txn_1``, ``txn_2`` ... numbered per session, so ``encode`` is exact through a
+fresh session). ``write_<tool>(handle, ...)`` sets some of the operation's
+arguments; ``commit(handle)`` executes the native action.
+
+Write API: one typed write tool per operation, every native argument optional.
+Why not one generic ``write(handle, arguments: object)``: its schema could not
+type the arguments, so the variant would also hide the argument schemas (that is
+the schema-discovery operator, not this one) and the codec could not validate a
+write. Why not one setter per argument: the tool list would grow to the number of
+parameters (about 2.4x native here), confounding the protocol with list length.
+A typed write per operation keeps every type, enum and range in front of the agent
+and under validation, adds only ``begin`` and ``commit`` per domain, and still lets
+an agent write one argument per call: ``encode`` does exactly that
+(``writes="per_argument"``, the default; ``"single"`` writes all in one call).
+
+Flags (:class:`FlagKind`): a write or commit naming a handle never opened
+(``unknown_handle``), a write after commit, a second commit, a commit before all
+required arguments were written (the handle stays open, so the agent can finish
+the writes), and handles never committed at episode end (``finish``).
+
+The module also holds small helpers the other cross-call protocols share:
+tool scopes (a domain or :data:`ALL_DOMAINS`), an index that looks inner tools up
+like the codec does, and a namer that keeps outer names unique and valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..catalog.model import Tool
+from ..errors import VariantError
+from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
+
+# -- helpers shared by the protocol layers ------------------------------------------
+
+_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+#: OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
+MAX_NAME = 64
+
+
+def check_params(layer: Layer, allowed: Iterable[str]) -> None:
+    """Refuse unknown step parameters (typos would silently give another variant)."""
+    unknown = sorted(set(layer.params) - set(allowed))
+    if unknown:
+        raise VariantError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for operator '{layer.op}'",
+                           fix=f"use: {', '.join(sorted(allowed)) or 'no parameters'}")
+
+
+def valid_name(base: str) -> str:
+    """``base`` as a valid function name (OpenAI pattern), shortened with a hash if too long."""
+    name = _BAD_CHARS.sub("_", base) or "tool"
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+        name = f"{name[:MAX_NAME - 9]}_{digest}"
+    return name
+
+
+class Namer:
+    """Claims outer names so that no two tools visible in one domain share a name."""
+
+    def __init__(self) -> None:
+        self._by_scope: dict[str, set[str]] = {}
+
+    def taken(self, name: str, scope: str) -> bool:
+        if scope == ALL_DOMAINS:
+            return any(name in names for names in self._by_scope.values())
+        return name in self._by_scope.get(scope, set()) or name in self._by_scope.get(ALL_DOMAINS, set())
+
+    def claim(self, base: str, scope: str) -> str:
+        name = valid_name(base)
+        candidate, i = name, 2
+        while self.taken(candidate, scope):
+            suffix = f"_{i}"
+            candidate = name[:MAX_NAME - len(suffix)] + suffix
+            i += 1
+        self._by_scope.setdefault(scope, set()).add(candidate)
+        return candidate
+
+
+class InnerIndex:
+    """Inner tools looked up the way the codec does (own domain, then catalog scope, or a uid)."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self.by_key: dict[tuple[str, str], Tool] = {}
+        for t in tools:
+            self.by_key.setdefault((t.domain, t.name), t)
+
+    def lookup(self, domain: str, name: str) -> Tool | None:
+        if "::" in name:
+            d, _, n = name.partition("::")
+            return self.by_key.get((d, n))
+        return self.by_key.get((domain, name)) or self.by_key.get((ALL_DOMAINS, name))
+
+
+def scopes(tools: Sequence[Tool]) -> list[str]:
+    """The distinct ``Tool.domain`` values, in first-seen order."""
+    seen: dict[str, None] = {}
+    for t in tools:
+        seen.setdefault(t.domain, None)
+    return list(seen)
+
+
+def visible_in(scope: str, tools: Sequence[Tool]) -> list[Tool]:
+    """Tools an agent working in ``scope`` can call (a domain sees catalog-scope tools too);
+    a name is served by the domain's own tool first, as in the codec."""
+    if scope == ALL_DOMAINS:
+        return [t for t in tools if t.domain == ALL_DOMAINS]
+    own = [t for t in tools if t.domain == scope]
+    names = {t.name for t in own}
+    return own + [t for t in tools if t.domain == ALL_DOMAINS and t.name not in names]
+
+
+def select_tools(layer: Layer, inner: Sequence[Tool], key: str = "tools") -> set[str]:
+    """uids of the inner tools a step applies to: ``"all"`` (default) or names / ``domain::name`` uids."""
+    chosen = layer.params.get(key, "all")
+    if chosen == "all" or chosen is None:
+        return {t.uid for t in inner}
+    if isinstance(chosen, str) or not isinstance(chosen, Sequence):
+        raise VariantError(f"'{key}' must be \"all\" or a list of tool names", where=f"operator '{layer.op}'")
+    wanted = {str(x) for x in chosen}
+    out = {t.uid for t in inner if t.name in wanted or t.uid in wanted}
+    known = {t.name for t in inner} | {t.uid for t in inner}
+    missing = sorted(wanted - known)
+    if missing:
+        raise VariantError(f"'{key}' names unknown tool(s): {', '.join(missing[:10])}",
+                           where=f"operator '{layer.op}'", fix="use names of the schema this step applies to")
+    return out
+
+
+def object_schema(properties: Mapping[str, Any], required: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": dict(properties), "required": list(required)}
+    out.update(extra)
+    return out
+
+
+def has_plain_properties(tool: Tool) -> bool:
+    """True when a tool's parameters are a plain properties object (no top-level combinators)."""
+    extra = set(tool.parameters) - {"type", "properties", "required", "additionalProperties", "description",
+                                    "title"}
+    return not extra
+
+
+# -- the transaction layer ------------------------------------------------------------
+
+@dataclass
+class _Txn:
+    tool: Tool            # the inner tool the transaction executes
+    write: str            # uid of the outer write tool that belongs to it
+    args: dict[str, Any] = field(default_factory=dict)
+    committed: bool = False
+
+
+@dataclass
+class _TxnState:
+    counter: int = 0
+    open: dict[str, _Txn] = field(default_factory=dict)
+
+
+class Transaction(Layer):
+    """``begin(tool)`` -> handle, ``write_<tool>(handle, ...)``, ``commit(handle)``.
+
+    Params: ``tools`` (``"all"`` or names/uids of the inner tools to wrap, others pass
+    through), ``writes`` (``"per_argument"`` or ``"single"``: how ``encode`` writes).
+    """
+
+    op = "transaction"
+    protocol: ClassVar[bool] = True
+    instruction = ("Every action runs as a transaction. Call begin with the operation you need to get a "
+                   "handle, set the operation's arguments with write_<operation> (pass the handle; one or "
+                   "several arguments per call), then call commit with the handle to execute it. Commit each "
+                   "transaction exactly once, after writing all required arguments.")
+
+    def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
+        super().__init__(inner, params)
+        check_params(self, ("tools", "writes"))
+        self.writes = str(self.params.get("writes", "per_argument"))
+        if self.writes not in ("per_argument", "single"):
+            raise VariantError(f"writes must be 'per_argument' or 'single', got {self.writes!r}",
+                               where="operator 'transaction'")
+        chosen = select_tools(self, self.inner)
+        self._index = InnerIndex(self.inner)
+        wrapped = [t for t in self.inner if t.uid in chosen]
+        self.handle_key = next(k for k in ("handle", "txn_handle", "transaction_handle", "_handle")
+                               if all(k not in t.properties for t in wrapped))
+        namer = Namer()
+        for t in self.inner:
+            if t.uid not in chosen:
+                namer.claim(t.name, t.domain)  # pass-through tools keep their names
+        #: outer uid -> role
+        self._begin: dict[str, dict[str, Tool]] = {}   # begin uid -> {operation name: inner tool}
+        self._commit: set[str] = set()
+        self._write: dict[str, Tool] = {}               # write uid -> inner tool
+        self._whole: set[str] = set()                   # write uids taking one 'arguments' object
+        self._write_of: dict[str, Tool] = {}            # inner uid -> outer write tool
+        self._begin_for: dict[str, Tool] = {}           # scope -> begin tool
+        self._commit_for: dict[str, Tool] = {}          # scope -> commit tool
+        proto: dict[str, list[Tool]] = {}
+        hk = self.handle_key
+        handle_schema = {"type": "string", "description": "The handle returned by begin."}
+        for scope in scopes(self.inner):
+            targets = {t.name: t for t in visible_in(scope, wrapped)}
+            if not targets:
+                continue
+            begin = Tool(namer.claim("begin", scope),
+                         "Open a transaction for one operation and return its handle. Then write the "
+                         "operation's arguments and commit the handle to execute it.",
+                         object_schema({"tool": {"type": "string", "enum": list(targets),
+                                                 "description": "The operation to run."}}, ["tool"]),
+                         domain=scope, cls="transaction")
+            commit = Tool(namer.claim("commit", scope),
+                          "Execute the operation of an open transaction with the arguments written to it.",
+                          object_schema({hk: handle_schema}, [hk]), domain=scope, cls="transaction")
+            self._begin[begin.uid] = targets
+            self._commit.add(commit.uid)
+            self._begin_for[scope] = begin
+            self._commit_for[scope] = commit
+            proto[scope] = [begin, commit]
+        out: list[Tool] = []
+        emitted: set[str] = set()
+        for t in self.inner:
+            if t.domain in proto and t.domain not in emitted:
+                emitted.add(t.domain)
+                out.extend(proto[t.domain])
+            if t.uid not in chosen:
+                out.append(t)
+                continue
+            if has_plain_properties(t):
+                props = {hk: handle_schema, **{k: v for k, v in t.properties.items()}}
+                extra = {k: v for k, v in t.parameters.items() if k == "additionalProperties"}
+                params = object_schema(props, [hk], **extra)
+            else:
+                params = object_schema({hk: handle_schema, "arguments": dict(t.parameters)}, [hk, "arguments"])
+            desc = f"Write arguments of '{t.name}' to an open transaction. {t.description}".strip()
+            write = Tool(namer.claim(f"write_{t.name}", t.domain), desc, params, domain=t.domain, cls=t.cls)
+            if not has_plain_properties(t):
+                self._whole.add(write.uid)
+            self._write[write.uid] = t
+            self._write_of[t.uid] = write
+            out.append(write)
+        for scope, tools in proto.items():  # scopes whose own tools all come from elsewhere
+            if scope not in emitted:
+                out.extend(tools)
+        self.tools = tuple(out)
+
+    # -- encoding -------------------------------------------------------------------
+    def new_encode_state(self) -> Any:
+        return _TxnState()
+
+    def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
+        inner = self._index.lookup(domain, call.name)
+        write = self._write_of.get(inner.uid) if inner is not None else None
+        if inner is None or write is None:
+            return [call]
+        scope = domain if domain in self._begin_for else ALL_DOMAINS
+        begin, commit = self._begin_for[scope], self._commit_for[scope]
+        state.counter += 1
+        handle = f"txn_{state.counter}"
+        hk = self.handle_key
+        out = [Call(begin.name, {"tool": inner.name})]
+        args = dict(call.arguments)
+        if write.uid in self._whole:
+            out.append(Call(write.name, {hk: handle, "arguments": args}))
+        elif self.writes == "single":
+            if args:
+                out.append(Call(write.name, {hk: handle, **args}))
+        else:
+            out.extend(Call(write.name, {hk: handle, k: v}) for k, v in args.items())
+        out.append(Call(commit.name, {hk: handle}))
+        return out
+
+    # -- decoding -------------------------------------------------------------------
+    def new_state(self) -> Any:
+        return _TxnState()
+
+    def decode(self, call: Call, tool: Tool, state: Any) -> Step:
+        uid = tool.uid
+        if uid in self._begin:
+            inner = self._begin[uid][call.arguments["tool"]]
+            state.counter += 1
+            handle = f"txn_{state.counter}"
+            write = self._write_of[inner.uid]
+            state.open[handle] = _Txn(inner, write.uid)
+            return Reply({"handle": handle, "tool": inner.name, "required": list(inner.required),
+                          "next": f"write the arguments with {write.name}({self.handle_key}='{handle}', ...), "
+                                  f"then commit({self.handle_key}='{handle}')"})
+        if uid in self._write:
+            return self._decode_write(call, tool, state)
+        if uid in self._commit:
+            return self._decode_commit(call, state)
+        return Forward((call,))
+
+    def _lookup_handle(self, call: Call, state: _TxnState, verb: str) -> _Txn | Reject:
+        handle = call.arguments.get(self.handle_key)
+        txn = state.open.get(handle) if isinstance(handle, str) else None
+        if txn is None:
+            opened = ", ".join(h for h, t in state.open.items() if not t.committed) or "none"
+            return Reject(RejectionKind.PROTOCOL,
+                          f"'{handle}' is not a handle returned by begin, so there is nothing to {verb}. "
+                          f"Open handles: {opened}. Call begin(tool=...) first and use the handle it returns.",
+                          (Flag(FlagKind.UNKNOWN_HANDLE, f"{call.name}: {handle}"),))
+        return txn
+
+    def _decode_write(self, call: Call, tool: Tool, state: _TxnState) -> Step:
+        txn = self._lookup_handle(call, state, "write to")
+        if isinstance(txn, Reject):
+            return txn
+        handle = call.arguments[self.handle_key]
+        if txn.committed:
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{handle}' was already committed; writes after commit are not applied. "
+                          f"Begin a new transaction to run '{txn.tool.name}' again.",
+                          (Flag(FlagKind.WRITE_AFTER_COMMIT, f"{call.name}: {handle}"),))
+        if txn.write != tool.uid:
+            owner = self._write_of[txn.tool.uid].name
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{handle}' was opened for '{txn.tool.name}'; write its arguments with "
+                          f"{owner}, or begin a transaction for '{self._write[tool.uid].name}'.")
+        if tool.uid in self._whole:
+            txn.args = dict(call.arguments["arguments"])
+        else:
+            txn.args.update({k: v for k, v in call.arguments.items() if k != self.handle_key})
+        missing = [r for r in txn.tool.required if r not in txn.args]
+        return Reply({"handle": handle, "written": sorted(txn.args), "missing_required": missing})
+
+    def _decode_commit(self, call: Call, state: _TxnState) -> Step:
+        txn = self._lookup_handle(call, state, "commit")
+        if isinstance(txn, Reject):
+            return txn
+        handle = call.arguments[self.handle_key]
+        if txn.committed:
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{handle}' was already committed; it is not executed twice. Begin a new "
+                          f"transaction to run '{txn.tool.name}' again.",
+                          (Flag(FlagKind.DOUBLE_COMMIT, f"{call.name}: {handle}"),))
+        missing = [r for r in txn.tool.required if r not in txn.args]
+        if missing:
+            write = self._write_of[txn.tool.uid].name
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{handle}' lacks required argument(s) {', '.join(missing)}; write them "
+                          f"with {write}({self.handle_key}='{handle}', ...) and commit again.",
+                          (Flag(FlagKind.COMMIT_MISSING_WRITES, f"{handle}: {', '.join(missing)}"),))
+        txn.committed = True
+        return Forward((Call(txn.tool.name, dict(txn.args)),))
+
+    def finish(self, state: Any) -> list[Flag]:
+        return [Flag(FlagKind.UNCOMMITTED_HANDLE, f"{h} ({t.tool.name}) was never committed")
+                for h, t in state.open.items() if not t.committed]

@@ -1,0 +1,493 @@
+"""The embedded model: llama.cpp in-process through ``llama-cpp-python``; no server, no key.
+
+``local`` runs the default weights (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, see
+:mod:`.weights`); ``local:/path/to/model.gguf`` runs any GGUF. Needs the optional
+extra: ``pip install 'toolbias[local]'``.
+
+How a turn is produced:
+
+- The prompt is the GGUF's own chat template (``tokenizer.chat_template`` in the
+  model metadata, or the ``chat_template`` option) rendered with Jinja2 in a
+  sandbox, with ``tools=`` the variant's tools: what the model was trained on.
+  llama-cpp-python's chat handlers are not used for tools.
+- Generation is plain completion on the rendered tokens; the answer's
+  ``<tool_call>`` blocks are parsed leniently by :mod:`.textcalls`. Calls in the
+  template's own format are the model's native interface (``recovered=False``);
+  calls found only as bare or fenced JSON are marked ``recovered=True``.
+- ``tool_choice="required"`` constrains decoding with a GBNF grammar: one or more
+  ``<tool_call>`` blocks naming one of the offered tools with a JSON object of
+  arguments. ``"none"`` leaves any calls in the text.
+- KV-cache reuse: llama.cpp keeps the previous request's tokens, and a new prompt
+  that starts with the same tokens evaluates only its new suffix. Rendering puts
+  the system prompt and tools first, so consecutive episodes of one variant and
+  domain share that prefix, and later turns of one episode share the whole
+  earlier conversation. The reused count is reported in
+  ``Usage.cached_prompt_tokens``. On top, a small LRU of saved KV states keyed by
+  the system+tools prefix (``prefix_states`` option, default 4) restores a prefix
+  when requests from different domains interleave.
+- One model instance is not thread-safe: requests run one at a time in a worker
+  thread (``asyncio.to_thread``) behind a lock, so the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError, ProviderError
+from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
+from .textcalls import find_tool_calls
+from .weights import DEFAULT_SHA256, check_gguf, default_model_path, sha256_file, verify_file
+
+#: used when a GGUF carries no chat template: ChatML with Hermes-style tools (Qwen's format)
+FALLBACK_TEMPLATE = """\
+{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}{% else %}You are a helpful assistant.{% endif %}
+
+# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> \
+XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and loop.first %}
+{%- elif message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant
+{% if message.content %}{{ message.content }}
+{% endif %}
+{%- for tc in message.tool_calls %}<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>
+{% endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+_STOP = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"]
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("llama-cpp-python", "local", "The embedded model") from None
+    return llama_cpp
+
+
+# ------------------------------------------------------------------ chat template
+
+
+class ChatTemplate:
+    """A model's Jinja2 chat template, rendered the way Hugging Face ``apply_chat_template`` does."""
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
+        try:
+            import jinja2
+            from jinja2.ext import loopcontrols
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError:
+            raise MissingExtraError("jinja2", "local", "Rendering the embedded model's chat template") from None
+
+        def raise_exception(message: str) -> None:
+            raise jinja2.TemplateError(message)
+
+        def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+                   separators: Any = None, sort_keys: bool = False) -> str:
+            return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                              sort_keys=sort_keys)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+        env.filters["tojson"] = tojson
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        self.source = source
+        self.sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        self._template = env.from_string(source)
+        self._error = jinja2.TemplateError
+        self.bos_token, self.eos_token = bos_token, eos_token
+
+    def render(self, messages: list[Message], tools: list[dict[str, Any]] | None,
+               add_generation_prompt: bool = True) -> str:
+        try:
+            return self._template.render(messages=[_template_message(m) for m in messages],
+                                         tools=[_template_tool(t) for t in tools] if tools else None,
+                                         add_generation_prompt=add_generation_prompt,
+                                         bos_token=self.bos_token, eos_token=self.eos_token)
+        except self._error as exc:
+            raise ProviderError(f"the model's chat template failed to render: {exc}",
+                                fix="pass a working template with the chat_template option") from None
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _template_message(m: Message) -> dict[str, Any]:
+    """OpenAI chat message -> the shape HF templates expect (content a string, arguments an object)."""
+    out = dict(m)
+    out["content"] = _text(m.get("content"))
+    if m.get("tool_calls"):
+        calls = []
+        for tc in m["tool_calls"]:
+            fn = dict(tc.get("function") or tc)
+            args = fn.get("arguments")
+            if isinstance(args, str):
+                try:
+                    parsed = json.loads(args) if args.strip() else {}
+                    fn["arguments"] = parsed if isinstance(parsed, dict) else args
+                except ValueError:
+                    fn["arguments"] = args
+            calls.append({"id": tc.get("id", ""), "type": "function", "function": fn})
+        out["tool_calls"] = calls
+    return out
+
+
+def _template_tool(t: dict[str, Any]) -> dict[str, Any]:
+    return t if "function" in t else {"type": "function", "function": t}
+
+
+# ------------------------------------------------------------------ grammar for tool_choice="required"
+
+_JSON_GBNF = r"""
+object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
+value ::= object | array | string | number | "true" | "false" | "null"
+array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws ::= ( " " | "\n" )?
+"""
+
+
+def _gbnf_literal(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def required_call_grammar(tool_names: list[str]) -> str:
+    """GBNF: one or more Hermes ``<tool_call>`` blocks naming one of ``tool_names``."""
+    names = " | ".join(_gbnf_literal(json.dumps(n)) for n in dict.fromkeys(tool_names)) or '"\\"\\""'
+    return (
+        'root ::= call ( "\\n" call )*\n'
+        'call ::= "<tool_call>\\n{\\"name\\": " name ", \\"arguments\\": " object "}\\n</tool_call>"\n'
+        f"name ::= {names}\n" + _JSON_GBNF
+    )
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    return [str((t.get("function") or t).get("name", "")) for t in tools]
+
+
+# ------------------------------------------------------------------ provider
+
+
+class LocalProvider(ModelAPI):
+    """The embedded llama.cpp model (``local`` or ``local:/path/to/model.gguf``).
+
+    Options: ``n_ctx`` (context window, default 8192), ``n_threads`` (default: all
+    cores), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
+    (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
+    ``verbose`` (llama.cpp logs).
+    """
+
+    cacheable = True
+
+    def __init__(self, arg: str = "", *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512,
+                 chat_template: str | None = None, sha256: str | None = None, prefix_states: int = 4,
+                 verbose: bool = False, **options: Any) -> None:
+        if options:
+            raise ProviderError(f"unknown option(s) for the local model: {', '.join(sorted(options))}",
+                                fix="use n_ctx, n_threads, n_batch, chat_template, sha256, prefix_states, verbose")
+        self.path_arg = arg.strip() or None
+        self.spec = f"local:{self.path_arg}" if self.path_arg else "local"
+        self.base_url = None
+        self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
+        self.chat_template_override = chat_template
+        self.expected_sha256 = sha256.lower() if sha256 else (None if self.path_arg else DEFAULT_SHA256)
+        self.verbose = verbose
+        self.max_prefix_states = max(0, prefix_states)
+        self.model_path: Path | None = None
+        self.load_s: float | None = None
+        self._llm: Any = None
+        self._template: ChatTemplate | None = None
+        self._grammars: dict[tuple[str, ...], Any] = {}
+        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._file_sha: str | None = None
+        self._lock = threading.Lock()
+        self._alock: asyncio.Lock | None = None
+        _import_llama()  # fail early with the install hint
+
+    # -- identity -------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"spec": self.spec, "model_sha256": self._model_sha256(), "engine": "llama.cpp",
+                             "required": "grammar"}
+        if self.chat_template_override:
+            s["chat_template_sha256"] = hashlib.sha256(self.chat_template_override.encode()).hexdigest()
+        return s
+
+    def _model_sha256(self) -> str:
+        if self.expected_sha256:
+            return self.expected_sha256
+        if self._file_sha is None:
+            self._file_sha = sha256_file(self._resolve_path())
+        return self._file_sha
+
+    # -- loading --------------------------------------------------------------
+
+    def _resolve_path(self) -> Path:
+        if self.model_path is None:
+            if self.path_arg:
+                path = check_gguf(self.path_arg)
+                if self.expected_sha256:
+                    verify_file(path, self.expected_sha256)
+            else:
+                path = default_model_path()  # assembled and verified
+            self.model_path = path
+        return self.model_path
+
+    def _load(self) -> Any:
+        """Load the model once (call with the lock held)."""
+        if self._llm is not None:
+            return self._llm
+        llama_cpp = _import_llama()
+        path = self._resolve_path()
+        if self.expected_sha256:  # re-verify right before loading (memoised per file stat)
+            verify_file(path, self.expected_sha256)
+        t0 = time.perf_counter()
+        try:
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.n_ctx, n_batch=self.n_batch,
+                                  n_threads=self.n_threads or os.cpu_count() or 1, verbose=self.verbose)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ProviderError(f"llama.cpp could not load {path}: {exc}",
+                                fix="check that the file is a complete GGUF model llama.cpp supports") from None
+        self.load_s = time.perf_counter() - t0
+        source = self.chat_template_override or llm.metadata.get("tokenizer.chat_template") or FALLBACK_TEMPLATE
+
+        def token_text(tid: int) -> str:
+            return str(llm._model.token_get_text(tid)) if tid >= 0 else ""
+
+        self._template = ChatTemplate(source, bos_token=token_text(llm.token_bos()),
+                                      eos_token=token_text(llm.token_eos()))
+        self._llm = llm
+        return llm
+
+    async def check(self) -> None:
+        await asyncio.to_thread(self._load_locked)
+
+    def _load_locked(self) -> None:
+        with self._lock:
+            self._load()
+
+    async def aclose(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                close = getattr(self._llm, "close", None)
+                if close:
+                    close()
+                self._llm = None
+                self._states.clear()
+
+    # -- generation -----------------------------------------------------------
+
+    async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                       config: GenerateConfig) -> ModelOutput:
+        if self._alock is None:
+            self._alock = asyncio.Lock()
+        async with self._alock:  # queue here, not in the thread pool
+            return await asyncio.to_thread(self.generate_sync, messages, tools, tool_choice, config)
+
+    def render(self, messages: list[Message], tools: list[dict[str, Any]]) -> str:
+        """The prompt text the model sees (loads the model for its template)."""
+        with self._lock:
+            self._load()
+        assert self._template is not None
+        return self._template.render(messages, tools or None)
+
+    def generate_sync(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                      config: GenerateConfig, *, reuse_prefix: bool = True) -> ModelOutput:
+        """One completion, blocking. ``reuse_prefix=False`` drops the KV cache first (benchmarks)."""
+        with self._lock:
+            llm = self._load()
+            assert self._template is not None
+            t0 = time.perf_counter()
+            prompt = self._template.render(messages, tools or None)
+            tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            if len(tokens) >= self.n_ctx:
+                raise InfraError(f"the prompt has {len(tokens)} tokens, more than the local model's context "
+                                 f"window n_ctx={self.n_ctx}; pass a larger n_ctx", retryable=False)
+            if not reuse_prefix:
+                llm.reset()
+                self._states.clear()
+            else:
+                self._restore_prefix(llm, tokens, messages, tools)
+            reused = self._reusable(llm, tokens)
+            grammar = None
+            if tool_choice == "required" and tools:
+                grammar = self._grammar(_tool_names(tools))
+            max_tokens = max(1, min(config.max_tokens, self.n_ctx - len(tokens)))
+            try:
+                result = llm.create_completion(
+                    tokens, max_tokens=max_tokens, temperature=config.temperature,
+                    top_p=1.0 if config.top_p is None else config.top_p, seed=config.seed, stop=_STOP,
+                    grammar=grammar, repeat_penalty=1.0,
+                )
+            except (RuntimeError, ValueError) as exc:  # llama_decode failures, context overflow
+                llm.reset()
+                raise InfraError(f"llama.cpp failed to generate: {exc}", retryable=False) from None
+            if reuse_prefix:
+                self._save_prefix(llm, tokens, messages, tools)
+            latency = time.perf_counter() - t0
+        text: str = result["choices"][0]["text"]
+        usage = result.get("usage") or {}
+        out_usage = Usage(prompt_tokens=len(tokens), completion_tokens=int(usage.get("completion_tokens", 0)),
+                          cached_prompt_tokens=reused)
+        return self._to_output(text, tools, tool_choice, out_usage, latency)
+
+    @staticmethod
+    def _to_output(text: str, tools: list[dict[str, Any]], tool_choice: str | None, usage: Usage,
+                   latency: float) -> ModelOutput:
+        calls: tuple[ToolCall, ...] = ()
+        content: str | None = text
+        recovered = False
+        if tools and tool_choice != "none":
+            found = find_tool_calls(text)
+            if found.calls:
+                calls = tuple(found.calls)
+                content = found.remaining or None
+                recovered = any(f != "hermes" for f in found.formats)
+        return ModelOutput(content=content, tool_calls=calls, usage=usage, latency_s=latency, recovered=recovered)
+
+    def _grammar(self, names: list[str]) -> Any:
+        key = tuple(names)
+        g = self._grammars.get(key)
+        if g is None:
+            llama_cpp = _import_llama()
+            g = self._grammars[key] = llama_cpp.LlamaGrammar.from_string(required_call_grammar(names),
+                                                                         verbose=self.verbose)
+        return g
+
+    # -- KV prefix reuse --------------------------------------------------------
+
+    @staticmethod
+    def _reusable(llm: Any, tokens: list[int]) -> int:
+        """How many prompt tokens llama.cpp will take from its KV cache instead of evaluating."""
+        n = 0
+        for a, b in zip(llm.input_ids[: llm.n_tokens].tolist(), tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        return min(n, len(tokens) - 1)
+
+    def _prefix_tokens(self, llm: Any, messages: list[Message], tools: list[dict[str, Any]]) -> tuple[int, ...]:
+        """The tokens of the system message + tools part of the prompt (the part episodes share)."""
+        assert self._template is not None
+        head = [m for m in messages[:1] if m.get("role") == "system"]
+        probe = head + [{"role": "user", "content": "\x00"}]
+        text = self._template.render(probe, tools or None, add_generation_prompt=False)
+        cut = text.find("\x00")
+        if cut <= 0:
+            return ()
+        prefix = text[:cut]
+        # stop at the last special-token boundary so tokenisation matches the full prompt's
+        boundary = prefix.rfind("<|im_start|>")
+        if boundary > 0:
+            prefix = prefix[:boundary]
+        return tuple(llm.tokenize(prefix.encode("utf-8"), add_bos=False, special=True))
+
+    def _restore_prefix(self, llm: Any, tokens: list[int], messages: list[Message],
+                        tools: list[dict[str, Any]]) -> None:
+        if not self.max_prefix_states:
+            return
+        prefix = self._prefix_tokens(llm, messages, tools)
+        if len(prefix) < 32 or tuple(tokens[: len(prefix)]) != prefix:
+            return
+        if self._reusable(llm, tokens) >= len(prefix) - 1:
+            return  # the live cache already holds it
+        state = self._states.get(prefix)
+        if state is None:
+            return
+        self._states.move_to_end(prefix)
+        try:
+            _load_kv(llm, state, prefix)
+        except Exception:  # noqa: BLE001 - an optimisation only: fall back to a full evaluation
+            llm.reset()
+            self.max_prefix_states = 0
+            self._states.clear()
+
+    def _save_prefix(self, llm: Any, tokens: list[int], messages: list[Message],
+                     tools: list[dict[str, Any]]) -> None:
+        if not self.max_prefix_states:
+            return
+        prefix = self._prefix_tokens(llm, messages, tools)
+        if (len(prefix) < 32 or prefix in self._states or tuple(tokens[: len(prefix)]) != prefix
+                or llm.n_tokens < len(prefix)):
+            return
+        try:
+            self._states[prefix] = _save_kv(llm)
+        except Exception:  # noqa: BLE001 - an optimisation only
+            self.max_prefix_states = 0
+            self._states.clear()
+            return
+        while len(self._states) > self.max_prefix_states:
+            self._states.popitem(last=False)
+
+
+def _save_kv(llm: Any) -> bytes:
+    """The context's KV state (without llama-cpp-python's logits copy, which can be hundreds of MB)."""
+    import ctypes
+
+    llama_cpp = _import_llama()
+    size = int(llama_cpp.llama_state_get_size(llm._ctx.ctx))
+    buf = (ctypes.c_uint8 * size)()
+    n = int(llama_cpp.llama_state_get_data(llm._ctx.ctx, buf, size))
+    if n <= 0 or n > size:
+        raise RuntimeError("llama_state_get_data failed")
+    return bytes(buf)[:n]
+
+
+def _load_kv(llm: Any, state: bytes, prefix: tuple[int, ...]) -> None:
+    """Restore a state saved by :func:`_save_kv` whose tokens start with ``prefix``; keep only those."""
+    import ctypes
+
+    llama_cpp = _import_llama()
+    buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+    if int(llama_cpp.llama_state_set_data(llm._ctx.ctx, buf, len(state))) != len(state):
+        raise RuntimeError("llama_state_set_data failed")
+    n_prefix = len(prefix)
+    llm.input_ids[:n_prefix] = prefix
+    llm.n_tokens = n_prefix
+    llm._requires_eval = True
+    llm._ctx.kv_cache_seq_rm(-1, n_prefix, -1)

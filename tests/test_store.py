@@ -1,0 +1,109 @@
+"""The SQLite store and the runner: resume, config change, shards and merge, export."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pandas as pd
+import pytest
+from minicatalog import mini_catalog
+
+from toolbias.errors import StoreError
+from toolbias.providers.scripted import ScriptedProvider
+from toolbias.runner import StudyConfig, build_study, run_study, sample_tasks
+from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores
+
+CAT = mini_catalog()
+
+
+def study(cfg=None, model=None, **kw):
+    cfg = cfg or StudyConfig(model="oracle", variants="native,strip_descriptions", concurrency=2, **kw)
+    return build_study(cfg, model=model, catalog=CAT)
+
+
+def test_run_then_resume_skips_finished(tmp_path):
+    db = tmp_path / "s.db"
+    p1 = run_study(study(), db)
+    assert p1.total == 16 and p1.done == 16 and p1.successes == 16 and p1.skipped == 0
+    p2 = run_study(study(), db)
+    assert p2.skipped == 16 and p2.successes == 0
+    with Store(db) as s:
+        assert s.count() == 16
+        assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_infra_errors_are_stored_apart_and_rerun(tmp_path):
+    db = tmp_path / "s.db"
+    flaky = ScriptedProvider(script=lambda *a: {"infra_error": "HTTP 500"}, name="m")
+    cfg = StudyConfig(model="m", variants="native", concurrency=1)
+    from toolbias.providers.wrapper import RetryPolicy, ProviderWrapper
+
+    wrapped = ProviderWrapper(flaky, retry=RetryPolicy(attempts=2, initial_wait=0, max_wait=0))
+    p = run_study(build_study(cfg, model=wrapped, catalog=CAT), db)
+    assert p.infra_errors == 8
+    with Store(db) as s:
+        assert {r.status for r in s.rows(status=None)} == {"infra_error"}
+        assert all(r.success is None for r in s.rows(status=None))
+    ok = ScriptedProvider(script={"default": []}, name="m")
+    p = run_study(build_study(cfg, model=ok, catalog=CAT), db)
+    assert p.skipped == 0 and p.infra_errors == 0
+    with Store(db) as s:
+        assert {r.status for r in s.rows(status=None)} == {"done"} and s.count() == 8
+
+
+def test_changed_configuration_is_refused(tmp_path):
+    db = tmp_path / "s.db"
+    run_study(study(), db)
+    cfg = StudyConfig(model="oracle", variants="native", concurrency=2)
+    with pytest.raises(StoreError, match="variants"):
+        run_study(build_study(cfg, catalog=CAT), db)
+    cfg = StudyConfig(model="oracle", variants="native,strip_descriptions", turn_limit=4)
+    with pytest.raises(StoreError, match="settings_hash|turn_limit"):
+        run_study(build_study(cfg, catalog=CAT), db)
+
+
+def test_shards_merge_to_the_full_study(tmp_path):
+    full = tmp_path / "full.db"
+    run_study(study(), full)
+    parts = []
+    for i in range(3):
+        p = tmp_path / f"p{i}.db"
+        run_study(study(StudyConfig(model="oracle", variants="native,strip_descriptions", shard=(i, 3))), p)
+        parts.append(p)
+    counts = merge_stores(parts, tmp_path / "all.db")
+    assert counts["episodes"] == 16
+    with Store(full) as a, Store(tmp_path / "all.db") as b:
+        assert {r.key for r in a.rows()} == {r.key for r in b.rows()}
+    with pytest.raises(StoreError, match="in both"):
+        merge_stores([parts[0], parts[0]], tmp_path / "dup.db")
+
+
+def test_episode_key_covers_every_field():
+    base = dict(model="m", settings_hash="h", catalog="c", variant="v", task_id="t", control="strict",
+                condition="base", seed=0)
+    keys = {episode_key(**base)}
+    for field, other in [("model", "m2"), ("settings_hash", "h2"), ("catalog", "c2"), ("variant", "v2"),
+                         ("task_id", "t2"), ("control", "lenient"), ("condition", "instruction"), ("seed", 1)]:
+        keys.add(episode_key(**{**base, field: other}))
+    assert len(keys) == 9
+
+
+def test_export_formats_and_dataframe(tmp_path):
+    db = tmp_path / "s.db"
+    run_study(study(), db)
+    assert export(db, "jsonl", tmp_path / "e.jsonl") == 16
+    first = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[0])
+    assert first["record"]["messages"][0]["role"] == "system" and first["success"] is True
+    export(db, "csv", tmp_path / "e.csv")
+    assert len(pd.read_csv(tmp_path / "e.csv")) == 16
+    export(db, "parquet", tmp_path / "e.parquet")
+    assert set(pd.read_parquet(tmp_path / "e.parquet").variant) == {"native", "strip_descriptions"}
+    df = episodes_dataframe(db)
+    assert df.success.all() and len(df) == 16
+
+
+def test_stratified_sample_is_deterministic_and_covers_strata():
+    a = sample_tasks(CAT.tasks, 4, seed=1)
+    assert a == sample_tasks(CAT.tasks, 4, seed=1) and len(a) == 4
+    assert {t.domain for t in a} == {"home", "car"}
