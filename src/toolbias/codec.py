@@ -131,6 +131,7 @@ class Codec:
         self.name = name
         native = [t for d in catalog.domains for t in d.tools]
         self._levels = [_Level(native)] + [_Level(layer.tools) for layer in self.layers]
+        self._schemas: dict[str, list[dict[str, Any]]] = {}
 
     # -- schema ---------------------------------------------------------------
     @property
@@ -142,8 +143,13 @@ class Codec:
         return self._levels[-1].visible(domain)
 
     def schema(self, domain: str) -> list[dict[str, Any]]:
-        """OpenAI tool list for ``domain`` (deterministic, JSON-serialisable)."""
-        return [t.to_openai() for t in self.tools_for(domain)]
+        """OpenAI tool list for ``domain`` (deterministic, JSON-serialisable).
+
+        Built once per domain and shared: callers must not mutate it."""
+        cached = self._schemas.get(domain)
+        if cached is None:
+            cached = self._schemas[domain] = [t.to_openai() for t in self.tools_for(domain)]
+        return cached
 
     def function_count(self) -> int:
         return len(self.tools)

@@ -157,7 +157,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
     classes = study.classes
     infra = rec.termination is Termination.INFRA_ERROR
-    ok, mode = (None, None) if infra else score_record(rec, classes)
+    record = rec.to_dict()
+    ok, mode = (None, None) if infra else score_record(record, classes)
     cfg = study.config
     return EpisodeRow(
         key=key, study=cfg.study_name, kind=cfg.kind, model=cfg.model, settings_hash=study.settings_hash,
@@ -166,7 +167,7 @@ def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
         status="infra_error" if infra else "done", success=ok, failure_mode=mode.value if mode else None,
         termination=rec.termination.value, n_gold=len(rec.gold), n_executed=len(rec.executed),
         n_rejections=rec.rejections, turns=rec.turns, prompt_tokens=rec.prompt_tokens,
-        completion_tokens=rec.completion_tokens, wall_s=rec.wall_s, record=rec.to_dict(),
+        completion_tokens=rec.completion_tokens, wall_s=rec.wall_s, record=record,
     )
 
 

@@ -2,7 +2,7 @@
 
 For each wrapped tool one argument (its *referenced* argument) no longer takes a
 value but a reference id ``ref_xxxxxxxx``. Only ``resolve_<argument>(value)``
-returns such ids; the id is a short hash of (scope, argument, value), so it is
+returns such ids; the id is a short hash of (scope, resolver, value), so it is
 deterministic and ``encode`` is exact through a fresh session, but an id counts
 only once a resolver returned it in the current session. A call with an id never
 returned, or an id resolved for another argument, is rejected with
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..catalog.model import Tool, canonical_json
+from ..catalog.validation import value_error
 from ..errors import VariantError
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
 from .transaction import InnerIndex, Namer, check_params, object_schema, scopes, select_tools
@@ -131,6 +132,7 @@ class Reference(Layer):
             raise VariantError(f"'params' names unknown tool(s): {', '.join(unknown[:10])}",
                                where="operator 'reference'")
         self.referenced = chosen
+        self._param_schema = {t.uid: dict(t.properties[chosen[t.uid]]) for t in self.inner if t.uid in chosen}
         namer = Namer()
         for t in self.inner:
             namer.claim(t.name, t.domain)  # every inner name stays
@@ -148,7 +150,8 @@ class Reference(Layer):
                 for schema, members in _value_schemas(param, tools):
                     base = f"resolve_{param}" if len(members) == len(tools) else f"resolve_{members[0].name}_{param}"
                     name = namer.claim(base, scope)
-                    what = f"'{param}'" + ("" if len(members) == len(tools) else f" of {members[0].name}")
+                    what = f"'{param}'" + ("" if len(members) == len(tools)
+                                           else f" (as {', '.join(m.name for m in members)} take it)")
                     value_schema = dict(schema)
                     value_schema["description"] = f"The {param} value to refer to."
                     rtool = Tool(name, f"Return the reference id (ref_...) for a {what} value. Pass that id, "
@@ -225,6 +228,13 @@ class Reference(Layer):
                           f"'{p}' of '{call.name}' takes a reference id, and {rid!r} {why}. Call "
                           f"{resolver.tool.name}(value=...) with the {p} you mean and pass the ref_... id it returns.",
                           (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{p}: {rid!r}"),))
+        err = value_error(tool_schema := self._param_schema[tool.uid], entry[1], p)
+        if err is not None:
+            allowed = f" (allowed: {', '.join(map(repr, tool_schema['enum']))})" if "enum" in tool_schema else ""
+            return Reject(RejectionKind.PROTOCOL,
+                          f"{rid!r} refers to {entry[1]!r}, which '{call.name}' does not accept as {p}{allowed}. "
+                          f"Resolve an accepted value with {resolver.tool.name}(value=...).",
+                          (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{p}: {rid!r} -> {entry[1]!r}"),))
         args = dict(call.arguments)
         args[p] = entry[1]
         return Forward((Call(call.name, args),))
@@ -249,6 +259,4 @@ def _value_schemas(param: str, tools: list[Tool]) -> list[tuple[dict[str, Any], 
                 break
         else:
             out.append((b, [t]))
-    if len(out) == 1:
-        return out
-    return [(schema, members) for schema, members in out]
+    return out

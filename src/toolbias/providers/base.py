@@ -45,7 +45,8 @@ class ToolCall:
     parse_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.id, "name": self.name, "arguments": self.arguments, "raw_arguments": self.raw_arguments,
+                "parse_error": self.parse_error}
 
     @classmethod
     def from_raw(cls, id: str, name: str, raw: Any) -> ToolCall:

@@ -84,17 +84,21 @@ class ResponseCache:
         self._db.close()
 
 
-class _WaitRetryAfter(wait_base):
+def backoff_seconds(attempt: int, exc: BaseException | None, initial: float, maximum: float) -> float:
     """Exponential backoff with full jitter, but never shorter than a server's Retry-After."""
+    backoff = random.uniform(0, min(maximum, initial * 2 ** (attempt - 1)))
+    after = getattr(exc, "retry_after", None)
+    return max(backoff, float(after)) if after is not None else backoff
 
+
+class _WaitRetryAfter(wait_base):
     def __init__(self, initial: float, maximum: float) -> None:
         self.initial, self.maximum = initial, maximum
 
     def __call__(self, retry_state: RetryCallState) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
-        backoff = random.uniform(0, min(self.maximum, self.initial * 2 ** (retry_state.attempt_number - 1)))
-        after = getattr(exc, "retry_after", None)
-        return max(backoff, float(after)) if after is not None else backoff
+        # tenacity's attempt 1 here is the call's second attempt (the first ran on the fast path)
+        return backoff_seconds(retry_state.attempt_number + 1, exc, self.initial, self.maximum)
 
 
 @dataclass
@@ -161,8 +165,25 @@ class ProviderWrapper(ModelAPI):
                 self.stats.cache_hits += 1
                 return hit
         self.stats.calls += 1
+        try:  # fast path: most calls succeed first time and need no retry machinery
+            async with self._semaphore():
+                out = await target.generate(messages, tools, tool_choice, config)
+        except InfraError as exc:
+            if not exc.retryable or self.retry.attempts <= 1:
+                self.stats.failures += 1
+                raise
+            out = await self._retry(target, messages, tools, tool_choice, config, first=exc)
+        if key and self.cache:
+            self.cache.put(key, out)
+        return out
+
+    async def _retry(self, target: ModelAPI, messages: list[Message], tools: list[dict[str, Any]],
+                     tool_choice: str | None, config: GenerateConfig, first: InfraError) -> ModelOutput:
+        """Attempts 2..n after a retryable failure, with backoff honouring Retry-After."""
+        self._log_failure(1, first)
+        await asyncio.sleep(backoff_seconds(1, first, self.retry.initial_wait, self.retry.max_wait))
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.retry.attempts),
+            stop=stop_after_attempt(self.retry.attempts - 1),
             wait=_WaitRetryAfter(self.retry.initial_wait, self.retry.max_wait),
             retry=retry_if_exception(lambda e: isinstance(e, InfraError) and e.retryable),
             before_sleep=self._log_retry,
@@ -176,14 +197,15 @@ class ProviderWrapper(ModelAPI):
         except InfraError:
             self.stats.failures += 1
             raise
-        if key and self.cache:
-            self.cache.put(key, out)
         return out
 
     def _log_retry(self, state: RetryCallState) -> None:
-        self.stats.retries += 1
         exc = state.outcome.exception() if state.outcome else None
-        msg = f"{self.spec}: attempt {state.attempt_number} failed ({exc}); retrying"
+        self._log_failure(state.attempt_number + 1, exc)
+
+    def _log_failure(self, attempt: int, exc: BaseException | None) -> None:
+        self.stats.retries += 1
+        msg = f"{self.spec}: attempt {attempt} failed ({exc}); retrying"
         log.warning(msg)
         if self.on_retry:
             self.on_retry(msg)

@@ -1,0 +1,181 @@
+"""Importers for the BiasBusters tool-selection files (never copied into this repository).
+
+``load_biasbusters(DIR)`` reads ``duplicate_api_clusters.json`` (a list of clusters,
+each a list of RapidAPI endpoints with ``category, tool, tool_desc, api_name,
+api_desc, required_parameters[, optional_parameters]``) and ``cluster_queries.json``
+(``[{cluster_id, queries}]``, cluster ids 1-based into the cluster list). Tools get
+ToolBench function names, ``<api_name>_for_<tool>`` standardised (lower case,
+``[a-z0-9_]``, a leading digit prefixed with ``get_``), cut to the last 64
+characters when longer (the limit of function names), as the original code does.
+``correct_api_meta.json`` adds each endpoint's URL as metadata when present.
+
+``load_biasbusters_filter_set(FILE)`` reads ``api_subset_selection_ground_truth.json``
+(queries with ``correct_apis``, ``distractor_apis`` and ``correct_indices`` into an
+8-candidate list) for the filter-quality evaluation of :mod:`.mitigate`. The file
+does not say which correct API sat at which correct index, so the candidate list is
+rebuilt with the correct APIs at ``correct_indices`` in file order and the
+distractors in the other slots; the scores do not depend on that order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CatalogError
+from .benchmark import Benchmark, Cluster, SelectionTool, validate_benchmark
+
+CLUSTERS_FILE = "duplicate_api_clusters.json"
+QUERIES_FILE = "cluster_queries.json"
+META_FILE = "correct_api_meta.json"
+GROUND_TRUTH_FILE = "api_subset_selection_ground_truth.json"
+
+_TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
+          "OBJECT": "object", "ENUM": "string", "DATE (YYYY-MM-DD)": "string", "TIME (24-HOUR HH:MM)": "string"}
+
+
+def standardize(text: str) -> str:
+    """ToolBench's name standardisation: non-word characters to ``_``, runs collapsed, lower case."""
+    s = re.sub(r"[^\u4e00-\u9fa5a-zA-Z0-9_]", "_", text)
+    s = re.sub(r"_+", "_", s).lower().strip("_")
+    if s and s[0].isdigit():
+        s = "get_" + s
+    return s
+
+
+def toolbench_name(tool: str, api_name: str) -> str:
+    """``<api>_for_<tool>``, cut to its last 64 characters (OpenAI's limit) when longer."""
+    name = f"{standardize(api_name)}_for_{standardize(tool)}"
+    if len(name) > 64:
+        name = name[-64:].lstrip("_")
+    return name
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise CatalogError("file not found", where=str(path),
+                           fix="point biasbusters:DIR at the folder holding the BiasBusters JSON files")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    s = str(value).strip()
+    return "" if s == "None" else s
+
+
+def _parameters(endpoint: Mapping[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for group, is_required in (("required_parameters", True), ("optional_parameters", False)):
+        for p in endpoint.get(group) or []:
+            name = str(p.get("name", "")).strip()
+            if not name or name in props:
+                continue
+            schema: dict[str, Any] = {"type": _TYPES.get(str(p.get("type", "STRING")).upper(), "string"),
+                                      "description": _text(p.get("description"))}
+            default = p.get("default")
+            if default not in (None, ""):
+                schema["description"] = (schema["description"] + f" (example: {default})").strip()
+            props[name] = schema
+            if is_required:
+                required.append(name)
+    return {"type": "object", "properties": props, "required": required}
+
+
+def _endpoint_key(tool: str, api_name: str) -> tuple[str, str]:
+    return (tool.strip(), api_name.strip())
+
+
+def load_biasbusters(directory: str | Path) -> Benchmark:
+    """The BiasBusters benchmark (10 clusters x 5 RapidAPI endpoints, 100 queries each) from DIR."""
+    root = Path(directory)
+    clusters_raw = _read_json(root / CLUSTERS_FILE)
+    queries_raw = _read_json(root / QUERIES_FILE)
+    meta: dict[tuple[int, int], Mapping[str, Any]] = {}
+    if (root / META_FILE).is_file():
+        for m in _read_json(root / META_FILE):
+            meta[(int(m["cluster_id"]), int(m["api"]))] = m
+    if not isinstance(clusters_raw, list) or not all(isinstance(c, list) for c in clusters_raw):
+        raise CatalogError("expected a list of clusters, each a list of endpoints", where=str(root / CLUSTERS_FILE))
+    by_id = {int(q["cluster_id"]): [str(x) for x in q["queries"]] for q in queries_raw}
+    clusters = []
+    for index, endpoints in enumerate(clusters_raw):
+        cid = index + 1
+        tools = []
+        for api, ep in enumerate(endpoints):
+            tool, api_name = _text(ep.get("tool")), _text(ep.get("api_name"))
+            m = meta.get((cid, api), {})
+            metadata: dict[str, Any] = {"category": _text(ep.get("category")), "tool": tool, "api_name": api_name}
+            if m.get("url"):
+                metadata["url"] = m["url"]
+            tools.append(SelectionTool(name=toolbench_name(tool, api_name), tool_description=_text(ep.get("tool_desc")),
+                                       api_description=_text(ep.get("api_desc")), parameters=_parameters(ep),
+                                       provider=tool, metadata=metadata))
+        queries = by_id.get(cid)
+        if not queries:
+            raise CatalogError(f"no queries for cluster {cid}", where=str(root / QUERIES_FILE))
+        category = tools[0].metadata.get("category", "") if tools else ""
+        clusters.append(Cluster(id=str(cid), tools=tuple(tools), queries=tuple(queries),
+                                name=f"cluster {cid} ({tools[0].metadata.get('api_name', '')}, {category})"))
+    bench = Benchmark(name="biasbusters", clusters=tuple(clusters),
+                      description=f"BiasBusters duplicate-API clusters imported from {root}")
+    validate_benchmark(bench)
+    return bench
+
+
+def endpoint_index(bench: Benchmark) -> dict[tuple[str, str], tuple[str, SelectionTool]]:
+    """(tool, api_name) -> (cluster id, tool) for a benchmark imported by :func:`load_biasbusters`."""
+    out: dict[tuple[str, str], tuple[str, SelectionTool]] = {}
+    for c in bench.clusters:
+        for t in c.tools:
+            key = _endpoint_key(str(t.metadata.get("tool", "")), str(t.metadata.get("api_name", "")))
+            out[key] = (c.id, t)
+    return out
+
+
+def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None) -> list[Any]:
+    """Filter-evaluation examples (:class:`~toolbias.selection.mitigate.FilterExample`) from the
+    ground-truth file; ``bench`` (default: the clusters beside the file) supplies tool metadata."""
+    from .mitigate import FilterExample
+
+    file = Path(path)
+    if file.is_dir():
+        file = file / GROUND_TRUTH_FILE
+    rows = _read_json(file)
+    bench = bench or load_biasbusters(file.parent)
+    index = endpoint_index(bench)
+    examples = []
+    for row in rows:
+        where = f"{file}: query_id {row.get('query_id')}"
+
+        def lookup(e: Mapping[str, Any], where: str = where) -> SelectionTool:
+            key = _endpoint_key(str(e.get("tool", "")), str(e.get("api_name", "")))
+            if key not in index:
+                raise CatalogError(f"unknown endpoint {key}", where=where)
+            return index[key][1]
+
+        correct = [lookup(e) for e in row["correct_apis"]]
+        distractors = [lookup(e) for e in row["distractor_apis"]]
+        n = len(correct) + len(distractors)
+        slots = sorted(int(i) for i in row.get("correct_indices") or range(len(correct)))
+        if len(slots) != len(correct) or any(not 0 <= i < n for i in slots):
+            slots = list(range(len(correct)))
+        candidates: list[SelectionTool | None] = [None] * n
+        for i, t in zip(slots, correct):
+            candidates[i] = t
+        rest = iter(distractors)
+        for i in range(n):
+            if candidates[i] is None:
+                candidates[i] = next(rest)
+        tools = tuple(t for t in candidates if t is not None)
+        examples.append(FilterExample(id=str(row.get("query_id")), query=str(row["query"]), candidates=tools,
+                                      correct=frozenset(slots), cluster=str(row.get("cluster_id", ""))))
+    return examples
