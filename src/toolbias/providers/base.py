@@ -52,17 +52,50 @@ class ToolCall:
     def from_raw(cls, id: str, name: str, raw: Any) -> ToolCall:
         """Parse raw arguments (a JSON string or object) without ever raising."""
         if isinstance(raw, dict):
-            return cls(id, name, raw, json.dumps(raw, ensure_ascii=False))
-        text = raw if isinstance(raw, str) else json.dumps(raw)
+            try:
+                text = json.dumps(raw, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                return cls(id, name, None, repr(raw)[:10000], f"arguments are not JSON data: {exc}")
+            if too_deep(raw, MAX_ARGUMENT_DEPTH):
+                return cls(id, name, None, text[:10000], f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
+            return cls(id, name, raw, text)
+        try:
+            text = raw if isinstance(raw, str) else json.dumps(raw)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return cls(id, name, None, repr(raw)[:10000], f"arguments are not JSON data: {exc}")
         if text is None or text.strip() == "":
             return cls(id, name, {}, "")
         try:
             value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: also integers past the digit limit
             return cls(id, name, None, text[:10000], f"arguments are not valid JSON: {exc}")
         if not isinstance(value, dict):
             return cls(id, name, None, text[:10000], f"arguments must be a JSON object, got {type(value).__name__}")
+        if too_deep(value, MAX_ARGUMENT_DEPTH):
+            return cls(id, name, None, text[:10000], f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
         return cls(id, name, value, text)
+
+
+#: tool-call arguments nested deeper than this are a parse error (real schemas nest a few levels;
+#: deeper values would exhaust the recursion limit in copying, validation and storage)
+MAX_ARGUMENT_DEPTH = 64
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """True if a JSON value nests objects/arrays more than ``limit`` levels (iterative, never recurses)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            children: Any = v.values()
+        elif isinstance(v, (list, tuple)):
+            children = v
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,375 @@
+"""Equivalence verification: a variant is only worth measuring if it is the same action space.
+
+For every native tool of a catalog, :func:`coverage_actions` builds actions whose
+arguments cover every enum value, both booleans and the numeric boundaries
+(minimum, maximum, midpoint and each side of every cut point the variant's schema
+shows, e.g. an interval split's ranges). :func:`verify_variant` then checks, through
+the variant's own codec:
+
+* **round trip**: ``decode(encode(a)) == [a]`` through a fresh session, with no
+  rejection and no flag at ``Session.finish()``; also for each domain's actions
+  encoded as one sequence (protocol state across actions: handles, references);
+* **determinism**: decoding the same calls in two fresh sessions gives identical
+  results (every field of every :class:`~toolbias.codec.Decoded`);
+* **closure**: every action an accepted call yields is a valid native action
+  (``validate_action``), and no rejection carries actions. Besides the encoded
+  sequences, seeded *probes* perturb them (drop, repeat or reorder a call, drop an
+  argument, put a wrong value in one) and decode those too;
+* **schema**: every tool name an agent sees is a valid, unique function name in
+  its domain, and the tool list is JSON-serialisable.
+
+:func:`verify_all` runs every registered variant (or a selection).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog.model import Catalog, NativeAction, Tool, canonical_json
+from .catalog.validation import validate_action
+from .codec import Codec, Decoded, Outcome
+from .errors import ToolbiasError
+from .operators.base import Call
+from .variants import VariantSpec, build_codec, registry
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: strings used for free-text arguments: a plain one and one with separators an operator might parse
+STRING_SAMPLES = ("example", "Main St. #5 / ü::x")
+MAX_EXAMPLES = 5
+
+
+@dataclass
+class VerifyResult:
+    """Outcome of verifying one variant on one catalog."""
+
+    name: str
+    checked: int = 0
+    failed: int = 0
+    examples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    functions: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def fail(self, message: str) -> None:
+        self.failed += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "checked": self.checked, "failed": self.failed, "examples": list(self.examples),
+                "ok": self.ok, "seconds": round(self.seconds, 4), "functions": self.functions}
+
+
+# -- coverage actions -------------------------------------------------------------
+
+def _numbers(schema: Mapping[str, Any], integer: bool, cuts: Iterable[float]) -> list[Any]:
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if isinstance(schema.get("exclusiveMinimum"), (int, float)):
+        lo = schema["exclusiveMinimum"] + (1 if integer else 0.5)
+    if isinstance(schema.get("exclusiveMaximum"), (int, float)):
+        hi = schema["exclusiveMaximum"] - (1 if integer else 0.5)
+    step = 1 if integer else 0.5
+    values: list[float] = []
+    if lo is not None:
+        values.append(lo)
+    if hi is not None:
+        values.append(hi)
+    if lo is not None and hi is not None:
+        values.append((lo + hi) // 2 if integer else (lo + hi) / 2)
+    if lo is None and hi is None:
+        values.extend([0, 1] if integer else [0.0, 2.5])
+    elif lo is None:
+        values.append(hi - 10)
+    elif hi is None:
+        values.append(lo + 10)
+    for c in cuts:
+        values.extend([c - step, c, c + step])
+    out: list[Any] = []
+    for v in values:
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            continue
+        if integer:
+            if isinstance(v, float) and not v.is_integer():
+                continue
+            v = int(v)
+        else:
+            v = float(v)
+        if v not in out:
+            out.append(v)
+    return out or [lo if lo is not None else 0]
+
+
+def sample_values(schema: Mapping[str, Any], cuts: Iterable[float] = ()) -> list[Any]:
+    """Values valid for ``schema`` covering its enum, booleans and numeric boundaries."""
+    if "const" in schema:
+        return [schema["const"]]
+    if "enum" in schema:
+        return list(schema["enum"])
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), t[0] if t else None)
+    if t == "boolean":
+        return [True, False]
+    if t in ("integer", "number"):
+        return _numbers(schema, t == "integer", cuts)
+    if t == "array":
+        item = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        first = sample_values(item)[0] if item else "example"
+        n = max(int(schema.get("minItems", 1) or 0), 1)
+        if schema.get("maxItems") is not None:
+            n = min(n, int(schema["maxItems"]))
+        return [[first] * n]
+    if t == "object" or "properties" in schema:
+        props: Mapping[str, Any] = schema.get("properties") or {}
+        return [{k: sample_values(v)[0] for k, v in props.items()}]
+    if t == "null":
+        return [None]
+    if t == "string" or t is None:
+        n = int(schema.get("minLength", 0) or 0)
+        hi = schema.get("maxLength")
+        if schema.get("format") == "date":
+            return ["2024-05-01"]
+        out = [s if len(s) >= n else s + "x" * (n - len(s)) for s in STRING_SAMPLES]
+        if hi is not None:
+            out = [s[: int(hi)] for s in out]
+        return list(dict.fromkeys(out))
+    return ["example"]
+
+
+def coverage_actions(tool: Tool, cuts: Mapping[str, Sequence[float]] | None = None) -> list[NativeAction]:
+    """Actions of ``tool`` in which every sample value of every argument appears at least once:
+    one with only required arguments, then rows that rotate through each argument's values
+    with every argument present."""
+    cuts = cuts or {}
+    props = tool.properties
+    samples = {p: sample_values(s, cuts.get(p, ())) for p, s in props.items()}
+    required = [p for p in tool.required if p in props]
+    actions = [NativeAction(tool.domain, tool.name, {p: samples[p][0] for p in required})]
+    rows = max((len(v) for v in samples.values()), default=0)
+    for k in range(rows):
+        args = {p: vals[k % len(vals)] for p, vals in samples.items()}
+        a = NativeAction(tool.domain, tool.name, args)
+        if a not in actions:
+            actions.append(a)
+    return actions
+
+
+def schema_cuts(codec: Codec) -> dict[str, list[float]]:
+    """Numeric bounds the variant's tools show, by argument name (the last part of a
+    ``<op>::<arg>`` key): an interval split's ranges become cut points to test."""
+    found: dict[str, set[float]] = {}
+
+    def walk(schema: Any, name: str) -> None:
+        if isinstance(schema, Mapping):
+            for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                v = schema.get(key)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and name:
+                    found.setdefault(name, set()).add(v)
+            for p, sub in (schema.get("properties") or {}).items():
+                walk(sub, str(p).split("::")[-1].split(".")[-1])
+            for key in ("items", "oneOf", "anyOf", "allOf"):
+                sub = schema.get(key)
+                for s in sub if isinstance(sub, list) else [sub] if sub is not None else []:
+                    walk(s, name)
+        elif isinstance(schema, list):
+            for s in schema:
+                walk(s, name)
+
+    for layer in codec.layers:
+        for t in layer.tools:
+            walk(t.parameters, "")
+    return {k: sorted(v) for k, v in found.items()}
+
+
+# -- checks -------------------------------------------------------------------------
+
+def _decode_all(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[Decoded], list[Any]]:
+    session = codec.session(domain)
+    decoded = [session.decode(c) for c in calls]
+    return decoded, [f.to_dict() for f in session.finish()]
+
+
+def _executed(decoded: Sequence[Decoded]) -> list[NativeAction]:
+    return [a for d in decoded if d.outcome is Outcome.NATIVE for a in d.actions]
+
+
+def _closure_problem(catalog: Catalog, domain: str, decoded: Sequence[Decoded]) -> str | None:
+    for d in decoded:
+        if d.outcome is Outcome.REJECTION and d.actions:
+            return f"rejection of {d.call.name} carries actions {[str(a) for a in d.actions]}"
+        if d.outcome is not Outcome.NATIVE and d.actions:
+            return f"{d.outcome.value} of {d.call.name} carries actions"
+        for a in d.actions:
+            if a.domain != domain:
+                return f"{d.call.name} executed {a} in domain {a.domain}, session is {domain}"
+            err = validate_action(catalog, a)
+            if err is not None:
+                return f"{d.call.name} decoded to a non-native action {a}: {err.message}"
+    return None
+
+
+def _fmt(calls: Sequence[Call]) -> str:
+    text = "; ".join(f"{c.name}({canonical_json(dict(c.arguments))})" for c in calls)
+    return text if len(text) < 400 else text[:397] + "..."
+
+
+def check_roundtrip(codec: Codec, catalog: Catalog, domain: str, actions: Sequence[NativeAction],
+                    result: VerifyResult) -> list[Call] | None:
+    """One round trip (encode, decode twice, finish); records failures; returns the calls."""
+    result.checked += 1
+    what = ", ".join(str(a) for a in actions[:3]) + (" ..." if len(actions) > 3 else "")
+    try:
+        calls = codec.encode(actions)
+    except Exception as exc:  # an encoder crash is a verification failure, not an abort
+        result.fail(f"encode({what}) raised {type(exc).__name__}: {exc}")
+        return None
+    try:
+        first, flags = _decode_all(codec, domain, calls)
+        second, flags2 = _decode_all(codec, domain, calls)
+    except Exception as exc:
+        result.fail(f"decoding {_fmt(calls)} raised {type(exc).__name__}: {exc}")
+        return None
+    rejected = [d for d in first if d.outcome is Outcome.REJECTION]
+    got = _executed(first)
+    if rejected:
+        result.fail(f"{what}: {rejected[0].call.name} rejected ({rejected[0].message}) in {_fmt(calls)}")
+    elif got != list(actions):
+        result.fail(f"decode(encode({what})) gave {[str(a) for a in got]} via {_fmt(calls)}")
+    elif flags:
+        result.fail(f"{what}: finish() raised flags {flags} after {_fmt(calls)}")
+    elif [d.to_dict() for d in first] != [d.to_dict() for d in second] or flags != flags2:
+        result.fail(f"{what}: decoding is not deterministic for {_fmt(calls)}")
+    else:
+        problem = _closure_problem(codec.catalog, domain, first)
+        if problem:
+            result.fail(problem)
+    return calls
+
+
+def _wrong_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "yes"
+    if isinstance(value, (int, float)):
+        return value + 10**6
+    if isinstance(value, str):
+        return value + "_x" if not value.startswith("ref_") and not value.startswith("txn_") else "txn_99"
+    if isinstance(value, list):
+        return [{"bad": True}]
+    if isinstance(value, dict):
+        return {"bad": True}
+    return "bad"
+
+
+def probe_sequences(calls: Sequence[Call], rng: random.Random, limit: int) -> list[list[Call]]:
+    """Perturbed variants of an accepted call sequence (seeded, at most ``limit``)."""
+    out: list[list[Call]] = []
+    n = len(calls)
+    for i, c in enumerate(calls):
+        out.append(list(calls[:i]) + list(calls[i + 1:]))          # drop a call
+        out.append(list(calls[: i + 1]) + [c] + list(calls[i + 1:]))  # repeat a call
+        for k in c.arguments:
+            args = dict(c.arguments)
+            del args[k]
+            out.append(list(calls[:i]) + [Call(c.name, args)] + list(calls[i + 1:]))
+            args = dict(c.arguments)
+            args[k] = _wrong_value(args[k])
+            out.append(list(calls[:i]) + [Call(c.name, args)] + list(calls[i + 1:]))
+    if n > 1:
+        out.append(list(reversed(calls)))
+    rng.shuffle(out)
+    return out[:limit]
+
+
+def check_probes(codec: Codec, catalog: Catalog, domain: str, calls: Sequence[Call], result: VerifyResult,
+                 rng: random.Random, limit: int) -> None:
+    for seq in probe_sequences(calls, rng, limit):
+        result.checked += 1
+        try:
+            decoded, _ = _decode_all(codec, domain, seq)
+        except Exception as exc:
+            result.fail(f"decoding probe {_fmt(seq)} raised {type(exc).__name__}: {exc}")
+            continue
+        problem = _closure_problem(catalog, domain, decoded)
+        if problem:
+            result.fail(f"probe {_fmt(seq)}: {problem}")
+
+
+def check_schema(codec: Codec, catalog: Catalog, result: VerifyResult) -> None:
+    for d in catalog.domains:
+        result.checked += 1
+        try:
+            tools = codec.schema(d.name)
+            json.dumps(tools)
+        except Exception as exc:
+            result.fail(f"schema of domain {d.name} is not JSON-serialisable: {exc}")
+            continue
+        names = [t["function"]["name"] for t in tools]
+        bad = [n for n in names if not isinstance(n, str) or not _NAME_RE.match(n)]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if bad:
+            result.fail(f"domain {d.name}: invalid function name(s) {bad[:5]}")
+        elif dup:
+            result.fail(f"domain {d.name}: tool name(s) listed twice {dup[:5]}")
+
+
+def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 6, seed: int = 0,
+                 max_actions_per_tool: int | None = None) -> VerifyResult:
+    """Verify an already built codec (see the module doc). ``probes``: perturbed sequences
+    decoded per tool (0 turns closure probing off)."""
+    catalog = catalog or codec.catalog
+    start = time.perf_counter()
+    result = VerifyResult(codec.name, functions=codec.function_count())
+    rng = random.Random(seed)
+    cuts = schema_cuts(codec)
+    check_schema(codec, catalog, result)
+    for domain in catalog.domains:
+        firsts: list[NativeAction] = []
+        for tool in domain.tools:
+            actions = coverage_actions(tool, cuts)
+            if max_actions_per_tool is not None:
+                actions = actions[:max_actions_per_tool]
+            for i, a in enumerate(actions):
+                calls = check_roundtrip(codec, catalog, domain.name, [a], result)
+                if i == 0:
+                    firsts.append(a)
+                    if calls is not None and probes > 0:
+                        check_probes(codec, catalog, domain.name, calls, result, rng, probes)
+        if len(firsts) > 1:  # the domain's actions as one episode: state carried across actions
+            check_roundtrip(codec, catalog, domain.name, firsts + firsts[:1], result)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def verify_variant(catalog: Catalog, spec: VariantSpec, *, probes: int = 6, seed: int = 0,
+                   max_actions_per_tool: int | None = None) -> VerifyResult:
+    """Build ``spec`` on ``catalog`` and verify it; a variant that cannot be built fails."""
+    start = time.perf_counter()
+    try:
+        codec = build_codec(catalog, spec)
+    except ToolbiasError as exc:
+        r = VerifyResult(spec.name, checked=1)
+        r.fail(f"cannot build: {exc.what}")
+        r.seconds = time.perf_counter() - start
+        return r
+    result = verify_codec(codec, catalog, probes=probes, seed=seed, max_actions_per_tool=max_actions_per_tool)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def verify_all(catalog: Catalog, specs: Iterable[VariantSpec] | None = None, **kwargs: Any) -> list[VerifyResult]:
+    """Verify ``specs`` (default: every registered variant) on ``catalog``."""
+    chosen = list(registry().values()) if specs is None else list(specs)
+    return [verify_variant(catalog, s, **kwargs) for s in chosen]
+
+
+__all__ = ["VerifyResult", "coverage_actions", "sample_values", "schema_cuts", "verify_all", "verify_codec",
+           "verify_variant"]
