@@ -22,6 +22,28 @@ from .catalog.validation import arguments_error
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
 
+#: tool-call arguments nested deeper than this are a parse error: real schemas nest a few
+#: levels, and deeper values would exhaust the recursion limit when copied, validated or stored
+MAX_ARGUMENT_DEPTH = 64
+
+
+def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """True if a JSON value nests objects/arrays more than ``limit`` levels (iterative: never recurses)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, Mapping):
+            children: Any = v.values()
+        elif isinstance(v, (list, tuple)):
+            children = v
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
+
+
 class Control(str, Enum):
     """Schema control: what happens to an off-schema call."""
 
@@ -79,6 +101,49 @@ def _closed(schema: Any) -> Any:
     return schema
 
 
+def _flat_one_of(schema: Mapping[str, Any]) -> bool:
+    """A top-level ``oneOf`` of plain object alternatives (the merge operator's union
+    encoding): the fast checker decides it exactly, branch by branch."""
+    branches = schema.get("oneOf")
+    rest = {k: v for k, v in schema.items() if k != "oneOf"}
+    return (isinstance(branches, list) and bool(branches) and "oneOf" not in json.dumps(rest)
+            and all(isinstance(b, dict) and b.get("type") == "object" and "oneOf" not in json.dumps(b)
+                    for b in branches))
+
+
+class _OneOf:
+    """jsonschema's verdict on a :func:`_flat_one_of` schema (the rest of the schema holds
+    and exactly one alternative does), decided with the fast checker. An alternative whose
+    single-value enum (its discriminator) the arguments contradict fails without a full
+    check; a failure names the alternative the discriminator picked."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.rest = {k: v for k, v in schema.items() if k != "oneOf"}
+        self.branches = list(schema["oneOf"])
+        self.pins = [{k: s["enum"][0] for k, s in (b.get("properties") or {}).items()
+                      if isinstance(s, Mapping) and isinstance(s.get("enum"), list) and len(s["enum"]) == 1}
+                     for b in self.branches]
+
+    def error(self, args: Mapping[str, Any]) -> str | None:
+        err = arguments_error(self.rest, args)
+        if err is not None:
+            return err.message
+        fits, picked = 0, None
+        for b, pins in zip(self.branches, self.pins, strict=True):
+            if any(k in args and args[k] != v for k, v in pins.items()):
+                continue  # contradicts a single-value enum: not this alternative
+            e = arguments_error(b, args)
+            if e is None:
+                fits += 1
+            elif pins and picked is None and all(args.get(k) == v for k, v in pins.items()):
+                picked = f"{b.get('title') or 'the matching alternative'}: {e.message}"
+        if fits == 1:
+            return None
+        if fits:
+            return f"arguments match {fits} alternatives of the schema; exactly one must match"
+        return picked or f"arguments match none of the {len(self.branches)} alternatives of the schema"
+
+
 class _Level:
     """Tools of one level of the stack, indexed by domain and name, with validators."""
 
@@ -106,9 +171,14 @@ class _Level:
         key = tool.uid
         simple = self._simple.get(key)
         if simple is None:
-            simple = "oneOf" not in json.dumps(tool.parameters)
+            simple = "oneOf" not in json.dumps(tool.parameters) or _flat_one_of(tool.parameters)
             self._simple[key] = simple
         if simple:  # fast path for the supported subset (no combinators); same verdicts
+            if "oneOf" in tool.parameters:
+                one_of = self._validators.get(key)
+                if one_of is None:
+                    one_of = self._validators[key] = _OneOf(tool.parameters)
+                return one_of.error(args)
             err = arguments_error(tool.parameters, args)
             return None if err is None else err.message
         validator = self._validators.get(key)
@@ -188,6 +258,9 @@ class Session:
         if not isinstance(call.arguments, Mapping):
             return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
                            message=f"arguments of '{call.name}' must be a JSON object")
+        if too_deep(call.arguments):
+            return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
+                           message=f"arguments of '{call.name}' nest deeper than {MAX_ARGUMENT_DEPTH} levels")
         return self._decode_at(len(self.codec.layers), call, call)
 
     def _reject(self, origin: Call, kind: RejectionKind, message: str, flags: tuple[Flag, ...] = (),
@@ -226,6 +299,10 @@ class Session:
         if isinstance(step, Reply):
             return Decoded(origin, Outcome.REPLY, reply=step.payload, flags=step.flags)
         if isinstance(step, Reject):
+            if self.control is Control.LENIENT and step.kind is RejectionKind.INVALID_ARGUMENTS:
+                repaired = self._lenient(level, call, origin)  # schema-valid but off-form (merge: other ops' keys)
+                if repaired is not None:
+                    return repaired
             return self._reject(origin, step.kind, step.message, step.flags)
         assert isinstance(step, Forward)
         return self._forward(level, step, origin)
@@ -287,4 +364,4 @@ def _with_lenient(d: Decoded, note: str) -> Decoded:
     return replace(d, lenient=note)
 
 
-__all__ = ["Codec", "Control", "Decoded", "Outcome", "Session"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "Codec", "Control", "Decoded", "Outcome", "Session", "too_deep"]

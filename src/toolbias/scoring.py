@@ -31,6 +31,26 @@ class FailureMode(str, Enum):
 
 FAILURE_ORDER = tuple(FailureMode)
 
+#: Table 2: (rule, what went wrong) per mode, in rule order (shown in reports)
+FAILURE_RULES: dict[FailureMode, tuple[str, str]] = {
+    FailureMode.LIVELOCK: ("The episode hits the turn limit.",
+                           "The agent loops on retries or clarifications without committing an action."),
+    FailureMode.TRANSACTION_HANDLE: (
+        "A transaction flag fires (unknown handle, write after commit, double commit, commit before the "
+        "required writes, or a handle never committed).", "The begin / write / commit protocol is broken."),
+    FailureMode.REJECTED_AND_STUCK: (
+        "At least one call was rejected as off-schema and fewer native actions executed than required.",
+        "The agent calls a name or argument the schema does not expose and cannot recover."),
+    FailureMode.WRONG_CLASS: ("A call is routed through a dispatcher or namespace of the wrong class.",
+                              "The operation is chosen from the wrong group."),
+    FailureMode.UNDER_EXECUTION: ("Fewer native actions executed than the task requires, with no rejection.",
+                                  "Required steps are skipped."),
+    FailureMode.OVER_EXECUTION: ("More native actions executed than the task requires.",
+                                 "Extra or repeated actions are taken."),
+    FailureMode.WRONG_ARGUMENTS: ("The right number of native actions, but wrong actions or argument values.",
+                                  "The episode ends with the wrong set of actions or values."),
+}
+
 
 def normalise_value(v: Any) -> Any:
     if isinstance(v, bool) or v is None:
@@ -84,19 +104,112 @@ def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejec
     return FailureMode.WRONG_ARGUMENTS
 
 
+def action_diff(executed: Sequence[NativeAction], gold: Sequence[NativeAction]
+                ) -> tuple[list[NativeAction], list[NativeAction]]:
+    """(gold actions not executed, executed actions not in the gold), as multisets after normalisation."""
+    want = Counter(map(action_key, gold))
+    have = Counter(map(action_key, executed))
+    missing_keys, extra_keys = want - have, have - want
+    missing, extra = [], []
+    for a in gold:
+        k = action_key(a)
+        if missing_keys[k] > 0:
+            missing.append(a)
+            missing_keys[k] -= 1
+    for a in executed:
+        k = action_key(a)
+        if extra_keys[k] > 0:
+            extra.append(a)
+            extra_keys[k] -= 1
+    return missing, extra
+
+
+def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_items: int = 5) -> list[str]:
+    """Plain-language reasons an episode failed (empty on success): the Table-2 rule that
+    fired, then the specifics (flags, rejections, routes, missing and extra actions; at most
+    ``max_items`` flags and rejections are listed, then a count)."""
+    d = rec if isinstance(rec, Mapping) else rec.to_dict()
+    ok, mode = score_record(d, classes)
+    if ok or mode is None:
+        return []
+    out = [f"{mode.value}: {FAILURE_RULES[mode][0]}"]
+    calls = d.get("calls", [])
+    if d.get("termination") == "turn_limit":
+        out.append(f"the agent was still calling tools after {d.get('turns', '?')} turns (the turn limit)")
+    flags = [f"flag {f.get('kind')}: {f.get('detail', '')}".rstrip(": ") for f in d.get("flags", [])]
+    out.extend(flags[:max_items])
+    if len(flags) > max_items:
+        out.append(f"... and {len(flags) - max_items} more flags")
+    rejected = []
+    for c in calls:
+        dec = c.get("decoded")
+        name = c.get("tool_call", {}).get("name", "?")
+        if dec is None:
+            rejected.append(f"turn {c.get('turn', 0) + 1}: call '{name}' could not be parsed")
+        elif dec.get("outcome") == "rejection":
+            rejected.append(f"turn {c.get('turn', 0) + 1}: '{name}' rejected ({dec.get('rejection_kind')}): "
+                            f"{dec.get('message', '')}")
+    out.extend(rejected[:max_items])
+    if len(rejected) > max_items:
+        out.append(f"... and {len(rejected) - max_items} more rejected calls")
+    executed = [NativeAction.from_dict(a) for a in d["executed"]]
+    gold = [NativeAction.from_dict(a) for a in d["gold"]]
+    if mode is FailureMode.WRONG_CLASS and classes:
+        _, wanted = suspect_routes(calls, gold, executed, classes)
+        for c in calls:
+            dec = c.get("decoded") or {}
+            rc = dec.get("route_classes") or []
+            if rc and not set(rc) & set(wanted):
+                out.append(f"'{c['tool_call']['name']}' went through {', '.join(dec.get('routes') or ['?'])} "
+                           f"(class {', '.join(rc)}); the task needs class {', '.join(sorted(set(wanted)))}")
+    missing, extra = action_diff(executed, gold)
+    out.append(f"executed {len(executed)} native action(s); the task requires {len(gold)}")
+    out.extend(f"missing: {a}" for a in missing)
+    out.extend(f"not in the gold: {a}" for a in extra)
+    return out
+
+
+def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeAction],
+                   executed: Sequence[NativeAction], classes: Mapping[str, str] | None
+                   ) -> tuple[list[list[str]], list[str]]:
+    """The routes the wrong-class rule looks at, and the classes they are compared with.
+
+    A routed call whose decoded actions are all still-needed gold actions was routed
+    correctly and is not looked at. Every other routed call (an action not in the gold,
+    or a rejected call) is compared with the classes of the gold actions that were never
+    executed, or, when none is missing, with all the gold's classes. So a dispatcher of
+    another class used *instead of* the needed one is a wrong-class routing even when the
+    task also involves that other class."""
+    if not classes:
+        return [], []
+    needed = Counter(map(action_key, gold))
+    routes: list[list[str]] = []
+    for c in calls:
+        dec = c.get("decoded")
+        if not dec or not dec.get("route_classes"):
+            continue
+        keys = [action_key(NativeAction.from_dict(a)) for a in dec.get("actions", [])]
+        if dec.get("outcome") == "native" and keys and all(needed[k] > 0 for k in keys):
+            needed.subtract(keys)
+            continue
+        routes.append(list(dec["route_classes"]))
+    missing, _ = action_diff(executed, gold)
+    basis = missing or list(gold)
+    return routes, [classes[a.uid] for a in basis if a.uid in classes]
+
+
 def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bool, FailureMode | None]:
     """(success, failure mode) for an EpisodeRecord (or its stored dict form).
 
     ``classes`` maps native tool uids to their class (``Catalog`` gives it) for
-    wrong-class detection; without it that rule cannot fire."""
+    wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
     d = rec if isinstance(rec, Mapping) else rec.to_dict()
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     ok = exact_success(executed, gold) and d["termination"] != "infra_error"
     calls = d.get("calls", [])
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
-    route_classes = [c["decoded"]["route_classes"] for c in calls if c.get("decoded") and c["decoded"]["route_classes"]]
-    gold_classes = [classes[a.uid] for a in gold if classes and a.uid in classes]
+    route_classes, gold_classes = suspect_routes(calls, gold, executed, classes)
     mode = failure_mode(success=ok, termination=d["termination"], flags=[f["kind"] for f in d.get("flags", [])],
                         rejections=rejections, executed=executed, gold=gold, route_classes=route_classes,
                         gold_classes=gold_classes)

@@ -47,6 +47,18 @@ def stable_hash(value: Any, n: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
+def record_json(value: Any) -> str:
+    """JSON text for a stored record. Model output may hold lone surrogates (a broken ``\\ud83d``
+    escape), which SQLite and UTF-8 files refuse: such records are written with ASCII escapes,
+    which read back to the same value."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
 def episode_key(*, model: str, settings_hash: str, catalog: str, variant: str, task_id: str, control: str,
                 condition: str, seed: int, kind: str = "task") -> str:
     return stable_hash([model, settings_hash, catalog, variant, task_id, control, condition, seed, kind], 32)
@@ -84,7 +96,7 @@ class EpisodeRow:
 
     def values(self) -> tuple[Any, ...]:
         d = self.__dict__.copy()
-        d["record"] = json.dumps(self.record, ensure_ascii=False, separators=(",", ":"))
+        d["record"] = record_json(self.record)
         d["success"] = None if self.success is None else int(self.success)
         d["created"] = self.created or time.time()
         return tuple(d[c] for c in COLUMNS)
@@ -249,7 +261,7 @@ def export(store: str | Path, fmt: str, output: str | Path) -> int:
             for r in s.rows(kind=None):
                 d = {c: getattr(r, c) for c in COLUMNS if c != "record"}
                 d["record"] = r.record
-                fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+                fh.write(record_json(d) + "\n")
                 n += 1
         return n
     df = episodes_dataframe(store, kind=None)

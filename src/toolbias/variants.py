@@ -76,7 +76,7 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
                 raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
                                    where=f"variant '{spec.name}'",
                                    fix="put protocol operators (transaction, reference, discovery) last")
-        layer = cls(tools, params)
+        layer = cls(tools, cls.prepare(params, catalog))
         layers.append(layer)
         tools = layer.tools
     return Codec(catalog, layers, name=spec.name)

@@ -169,6 +169,11 @@ def value_error(schema: Mapping[str, Any], value: Any, path: str) -> ActionError
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             return ActionError(ActionErrorKind.OUT_OF_RANGE,
                                f"'{path}' must be between {lo} and {hi}; got {value!r}", path)
+        xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if isinstance(xlo, (int, float)) and not isinstance(xlo, bool) and value <= xlo:
+            return ActionError(ActionErrorKind.OUT_OF_RANGE, f"'{path}' must be greater than {xlo}; got {value!r}", path)
+        if isinstance(xhi, (int, float)) and not isinstance(xhi, bool) and value >= xhi:
+            return ActionError(ActionErrorKind.OUT_OF_RANGE, f"'{path}' must be less than {xhi}; got {value!r}", path)
     if isinstance(value, dict) and "properties" in schema:
         return arguments_error(schema, value, prefix=f"{path}.")
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):

@@ -1,9 +1,147 @@
-"""CLI: `toolbias report` commands (filled in by its owner)."""
+"""CLI: ``toolbias report`` (grid, intervals, figures, JSON/CSV, HTML) and
+``toolbias probe`` (compliance probes)."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+
 import click
+from rich.console import Console
+
+from ..codec import Control
+from ..episode import Condition
+from ..providers.base import GenerateConfig
+
+
+def _stdout_console() -> Console:
+    """Rich console for stdout; piped output gets a wide page instead of 80 columns."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=160)
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to the top-level group."""
+
+    @group.command("report")
+    @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
+    @click.option("--study", help="only this study (name inside the store)")
+    @click.option("--json", "as_json", is_flag=True, help="print everything as JSON instead of tables")
+    @click.option("--csv", "csv_path", help="write the per-episode table (tasks and probes) to this CSV file")
+    @click.option("--figures", "figures_dir", help="write PNG and SVG figures into this directory")
+    @click.option("--html", "html_path", help="write a self-contained HTML report to this file")
+    @click.option("--catalog", help="catalog spec for function-count ratios [default: the store's]")
+    @click.option("--seed", type=int, default=0, show_default=True, help="bootstrap / sampling seed")
+    @click.option("--resamples", type=int, default=10_000, show_default=True,
+                  help="bootstrap resamples per interval")
+    @click.option("--confidence", type=float, default=0.95, show_default=True)
+    @click.option("--sample-n", type=int, default=36, show_default=True,
+                  help="difficulty prediction: tasks per random sample")
+    @click.option("--repeats", type=int, default=200, show_default=True,
+                  help="difficulty prediction: independent sample draws for error and coverage")
+    @click.option("--baseline", default="native", show_default=True, help="variant that differences refer to")
+    @click.option("--episodes-per-mode", type=int, default=5, show_default=True,
+                  help="HTML drill-down: episodes per cell and failure mode")
+    def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | None, figures_dir: str | None,
+                   html_path: str | None, catalog: str | None, seed: int, resamples: int, confidence: float,
+                   sample_n: int, repeats: int, baseline: str, episodes_per_mode: int) -> None:
+        """Report a study: model x variant grid with 95% intervals and failure modes,
+        paired differences, schema-form gap, probes, difficulty prediction."""
+        from ..report import ReportSettings, build_report, dumps, print_report
+        from ..report.grid import open_store
+
+        settings = ReportSettings(seed=seed, n_resamples=resamples, confidence=confidence, sample_n=sample_n,
+                                  repeats=repeats, baseline=baseline)
+        with open_store(store) as st:
+            data = build_report(st, settings=settings, catalog=catalog, study=study)
+            err = Console(stderr=True)
+            if csv_path:
+                from ..store import episodes_dataframe
+
+                df = episodes_dataframe(st, kind=None)
+                if study:
+                    df = df[df["study"].str.startswith(study)]
+                df.to_csv(csv_path, index=False)
+                err.print(f"wrote {len(df)} episodes to {csv_path}")
+            pngs: dict[str, bytes] | None = None
+            if figures_dir:
+                from ..report.figures import save_figures
+
+                paths = save_figures(data, figures_dir)
+                pngs = {p.stem: p.read_bytes() for p in paths if p.suffix == ".png"}
+                err.print(f"wrote {len(paths)} figure files to {figures_dir}")
+            if html_path:
+                from ..report.html import write_html
+
+                write_html(data, html_path, st, per_mode=episodes_per_mode,
+                           figures=pngs if pngs is not None else True)
+                err.print(f"wrote {html_path}")
+        if as_json:
+            click.echo(dumps(data))
+        else:
+            print_report(data, _stdout_console())
+
+    @group.command("probe")
+    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
+                  help="openai:<model>, local, oracle, scripted:FILE, replay:FILE")
+    @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]")
+    @click.option("--catalog", default="builtin", show_default=True)
+    @click.option("--variants", default="representative", show_default=True,
+                  help="all, representative, a comma list of names, or spec files")
+    @click.option("--n", "n_probes", type=int, default=36, show_default=True, help="probes per variant")
+    @click.option("--seed", type=int, default=0, show_default=True, help="probe selection seed")
+    @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
+    @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base",
+                  show_default=True)
+    @click.option("--store", default="toolbias.db", show_default=True)
+    @click.option("--study", help="study name [default: model|control|condition|probe]")
+    @click.option("--concurrency", type=int, default=8, show_default=True)
+    @click.option("--turn-limit", type=int, default=4, show_default=True,
+                  help="turns per probe (compliance is decided by the first native action)")
+    @click.option("--temperature", type=float, default=0.0, show_default=True)
+    @click.option("--max-tokens", type=int, default=512, show_default=True)
+    @click.option("--cache", help="response cache file (SQLite)")
+    def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, n_probes: int, seed: int,
+                  control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int,
+                  temperature: float, max_tokens: int, cache: str | None) -> None:
+        """Compliance probes: single-operation instructions per variant (paper Table 10).
+        Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
+        from ..probes import compliance_cells, probe_study
+        from ..runner import StudyConfig, check_model, run_study
+        from ..stats import cell_success
+        from ..store import Store, episodes_dataframe
+
+        options = {"base_urls": list(base_url)} if base_url else {}
+        cfg = StudyConfig(model=model, catalog=catalog, variants=variants, seed=seed, control=Control(control),
+                          condition=Condition(condition), turn_limit=turn_limit,
+                          generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
+                          concurrency=concurrency, study=study, cache=cache, provider_options=options)
+        built = probe_study(cfg, n=n_probes)
+        check_model(built)
+        err = Console(stderr=True)
+        started = time.perf_counter()
+        with Store(store) as st:
+            prog = run_study(built, st, check=False)
+            err.print(f"{prog.done - prog.skipped} probe episodes run, {prog.skipped} resumed "
+                      f"({time.perf_counter() - started:.1f}s)")
+            name = built.config.study_name
+            rows = [r.__dict__ for r in st.rows(study=name, kind="probe")]
+            success = cell_success(episodes_dataframe(st, kind="task"))
+        cells = compliance_cells(rows, task_success=success)
+        from rich.table import Table
+
+        from ..report.tables import pct
+
+        table = Table(title=f"compliance probes - {name}", title_justify="left")
+        for col in ("variant", "probes", "compliance", "95% CI", "exact call", "task success"):
+            table.add_column(col, justify="left" if col == "variant" else "right")
+        for c in cells:
+            table.add_row(c.variant, str(c.n), pct(c.compliance),
+                          f"[{pct(c.compliance_low, 0)}, {pct(c.compliance_high, 0)}]", pct(c.exact_call),
+                          pct(c.task_success))
+        _stdout_console().print(table)
+        if prog.infra_errors:
+            err.print(f"[yellow]{prog.infra_errors} probes hit infrastructure errors; re-run the same command "
+                      "to retry them[/]")

@@ -1,9 +1,180 @@
-"""CLI: `toolbias variants` commands (filled in by its owner)."""
+"""CLI: ``toolbias variants``, ``toolbias shape`` and ``toolbias verify``.
+
+Thin wiring over :mod:`toolbias.variants`, :mod:`toolbias.verify` and
+:mod:`toolbias.artifact` (variant spec files: toolbias ``{"steps": ...}`` or the
+paper artifact's ``{"ops": ...}``).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
+
+from ..catalog.loaders import load_catalog
+from ..catalog.model import Catalog
+from ..errors import ToolbiasError, VariantError
+from ..variants import VariantSpec, build_codec, resolve_variants
+
+CATALOG_HELP = "catalog spec: builtin, toolschemaspace:DIR, bfcl:DIR, tools:FILE, mcp:FILE"
+
+
+def _catalog_option() -> Any:
+    return click.option("--catalog", "catalog_spec", default="builtin", show_default=True, envvar="TOOLBIAS_CATALOG",
+                        help=CATALOG_HELP)
+
+
+def _specs(catalog: Catalog, variant: str | None, spec_files: tuple[str, ...]) -> list[VariantSpec]:
+    from ..artifact import load_spec_file
+
+    out: list[VariantSpec] = []
+    if variant:
+        out.extend(resolve_variants(variant))
+    out.extend(load_spec_file(f, catalog) for f in spec_files)
+    return out
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _steps_text(spec: VariantSpec) -> str:
+    if not spec.steps:
+        return "-"
+    return " + ".join(
+        str(s.get("op")) + ("(" + ", ".join(f"{k}={_short(v)}" for k, v in s.items() if k != "op") + ")"
+                            if len(s) > 1 else "")
+        for s in spec.steps)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def variant_rows(catalog: Catalog, specs: list[VariantSpec]) -> list[dict[str, Any]]:
+    """name, steps, function count, variant/native ratio and paper entry of each variant."""
+    native = len(catalog.tools)
+    rows = []
+    for spec in specs:
+        row: dict[str, Any] = {"name": spec.name, "steps": [dict(s) for s in spec.steps], "paper": spec.paper}
+        try:
+            codec = build_codec(catalog, spec)
+            row["functions"] = codec.function_count()
+            row["ratio"] = round(codec.function_count() / native, 3) if native else None
+        except ToolbiasError as exc:
+            row["functions"] = None
+            row["ratio"] = None
+            row["error"] = exc.what
+        rows.append(row)
+    return rows
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to the top-level group."""
+    """Add ``variants``, ``shape`` and ``verify`` to the top-level group."""
+
+    @group.command("variants")
+    @_catalog_option()
+    @click.option("--variant", default="all", show_default=True,
+                  help="all, representative, comma-separated names, or spec files")
+    @click.option("--json", "as_json", is_flag=True, help="print JSON: [{name, steps, functions, ratio, paper}]")
+    def variants_cmd(catalog_spec: str, variant: str, as_json: bool) -> None:
+        """List registered variants with their operator steps and function counts."""
+        catalog = load_catalog(catalog_spec)
+        rows = variant_rows(catalog, resolve_variants(variant))
+        if as_json:
+            _echo_json(rows)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"variants on {catalog.name} ({len(catalog.tools)} native functions)")
+        for col in ("name", "steps", "functions", "ratio", "paper"):
+            table.add_column(col, justify="right" if col in ("functions", "ratio") else "left")
+        by_name = {s.name: s for s in resolve_variants(variant)}
+        for row in rows:
+            table.add_row(row["name"], _steps_text(by_name[row["name"]]),
+                          "-" if row["functions"] is None else str(row["functions"]),
+                          "-" if row["ratio"] is None else f"{row['ratio']:.2f}x",
+                          row.get("error") and f"[red]{row['error']}[/red]" or (row["paper"] or ""))
+        Console().print(table)
+
+    @group.command("shape")
+    @_catalog_option()
+    @click.option("--variant", default=None, help="a registered variant name")
+    @click.option("--spec", "spec_file", default=None, type=click.Path(dir_okay=False),
+                  help="a variant spec file (toolbias steps or the paper's {\"ops\": [...]})")
+    @click.option("--domain", default=None, help="write only this domain's tool list")
+    @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="file to write (default: stdout)")
+    def shape_cmd(catalog_spec: str, variant: str | None, spec_file: str | None, domain: str | None,
+                  output: str | None) -> None:
+        """Write a variant's OpenAI tool list: a list for one --domain, else {domain: [tools]}."""
+        if bool(variant) == bool(spec_file):
+            raise VariantError("give exactly one of --variant NAME or --spec FILE", where="toolbias shape")
+        catalog = load_catalog(catalog_spec)
+        specs = _specs(catalog, variant, (spec_file,) if spec_file else ())
+        if len(specs) != 1:
+            raise VariantError("shape writes one variant at a time", where="toolbias shape",
+                               fix="name one variant, not a list")
+        codec = build_codec(catalog, specs[0])
+        data: Any
+        if domain is not None:
+            catalog.domain(domain)  # unknown domains raise with the list of known ones
+            data = codec.schema(domain)
+        elif len(catalog.domains) == 1:
+            data = codec.schema(catalog.domains[0].name)
+        else:
+            data = {d.name: codec.schema(d.name) for d in catalog.domains}
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+            n = len(data) if isinstance(data, list) else sum(len(v) for v in data.values())
+            click.echo(f"wrote {n} tools of variant '{codec.name}' to {output}", err=True)
+        else:
+            click.echo(text, nl=False)
+
+    @group.command("verify")
+    @_catalog_option()
+    @click.option("--variant", default=None, help="all (default), representative, comma-separated names")
+    @click.option("--spec", "spec_files", multiple=True, type=click.Path(dir_okay=False),
+                  help="also verify a variant spec file (repeatable)")
+    @click.option("--probes", default=6, show_default=True, type=int,
+                  help="perturbed call sequences decoded per tool (closure check; 0 = off)")
+    @click.option("--seed", default=0, show_default=True, type=int)
+    @click.option("--jobs", default=1, show_default=True, type=int,
+                  help="variants verified in parallel worker processes (0 = one per CPU)")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='print {"ok", "variants": [{"name", "checked", "failed", "examples"}]}')
+    def verify_cmd(catalog_spec: str, variant: str | None, spec_files: tuple[str, ...], probes: int, seed: int,
+                   jobs: int, as_json: bool) -> None:
+        """Check that variants are equivalent to the native schema; exit 1 if any check fails."""
+        from ..verify import verify_all
+
+        catalog = load_catalog(catalog_spec)
+        selector = variant if variant is not None else ("all" if not spec_files else None)
+        specs = _specs(catalog, selector, spec_files)
+        if jobs <= 0:
+            import os
+
+            jobs = os.cpu_count() or 1
+        results = verify_all(catalog, specs, probes=probes, seed=seed, jobs=jobs)
+        ok = all(r.ok for r in results)
+        if as_json:
+            _echo_json({"ok": ok, "catalog": catalog.name, "variants": [r.to_dict() for r in results]})
+        else:
+            width = max((len(r.name) for r in results), default=4)
+            for r in results:
+                status = click.style("ok", fg="green") if r.ok else click.style("FAIL", fg="red")
+                click.echo(f"{r.name:<{width}}  {status:>4}  {r.checked:>6} checked  {r.failed:>4} failed  "
+                           f"{r.seconds:6.2f}s")
+                for ex in r.examples:
+                    click.echo(f"    - {ex}")
+            total = sum(r.checked for r in results)
+            failed = sum(1 for r in results if not r.ok)
+            click.echo(f"{len(results)} variants on {catalog.name}: {total} checks, "
+                       f"{failed} variant(s) failed")
+        if not ok:
+            sys.exit(1)

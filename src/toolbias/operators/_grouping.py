@@ -20,6 +20,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: verbs and glue words that say nothing about what a tool acts on
 STOPWORDS = frozenset({
@@ -31,17 +32,15 @@ STOPWORDS = frozenset({
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
-def tokens(*texts: str) -> frozenset[str]:
-    """Content words of identifiers: ``set_fanSpeed`` -> {fan, speed}."""
-    out: set[str] = set()
-    for text in texts:
-        out.update(w.lower() for w in _SPLIT.split(text) if w)
-    return frozenset(out - STOPWORDS)
+@lru_cache(maxsize=4096)
+def tokens(text: str) -> frozenset[str]:
+    """Content words of an identifier: ``set_fanSpeed`` -> {fan, speed}."""
+    return frozenset(w.lower() for w in _SPLIT.split(text) if w) - STOPWORDS
 
 
 @dataclass(frozen=True)
 class Item:
-    """One tool as the grouping rules see it: its class key and its name tokens."""
+    """One tool as the grouping rules see it: its class key and the words it is about."""
 
     key: str
     words: frozenset[str]
@@ -82,15 +81,20 @@ def by_key(items: Sequence[Item]) -> Partition:
 def semantic(items: Sequence[Item], k: int | None = None) -> Partition:
     """Class groups, brought to ``k`` groups (default: one per class).
 
-    Too many classes: repeatedly merge the two groups whose name tokens overlap most
-    (Jaccard), preferring the smallest merged group, then the earliest. Too few:
+    Too many classes: repeatedly merge the two groups whose words overlap most
+    (Jaccard over the items' words and class names), preferring the smallest merged group, then the earliest. Too few:
     repeatedly halve the largest group (earliest first). Groups keep item order and
     are ordered by their first item."""
-    groups = by_key(items)
     if k is None:
-        return groups
+        return by_key(items)
     if not 1 <= k <= len(items):
         raise ValueError(f"k={k} outside [1, {len(items)}]")
+    return [list(g) for g in _semantic(tuple(items), k)]
+
+
+@lru_cache(maxsize=1024)
+def _semantic(items: tuple[Item, ...], k: int) -> tuple[tuple[int, ...], ...]:
+    groups = by_key(items)
     if len(groups) > k:
         groups = _agglomerate(items, groups, k)
     while len(groups) < k:
@@ -98,7 +102,7 @@ def semantic(items: Sequence[Item], k: int | None = None) -> Partition:
         members = groups[big]
         half = (len(members) + 1) // 2
         groups[big:big + 1] = [members[:half], members[half:]]
-    return sorted(groups, key=lambda g: g[0])
+    return tuple(tuple(g) for g in sorted(groups, key=lambda g: g[0]))
 
 
 def _agglomerate(items: Sequence[Item], groups: Partition, k: int) -> Partition:
@@ -156,24 +160,26 @@ def random_like(n: int, sizes: Sequence[int], seed: int, scope: str) -> Partitio
 def anti_class(items: Sequence[Item], sizes: Sequence[int], seed: int, scope: str) -> Partition:
     """Groups of the given sizes that mix classes as much as possible.
 
-    Items are dealt round-robin over the groups with room left, class by class
-    (largest class first, items of a class in seeded order), so a class of ``c``
-    items lands in ``c`` different groups whenever there are that many with room."""
+    Classes are dealt largest first (items of a class in seeded order); each item goes to
+    the group with room that holds the fewest items of its class, then the most room
+    left, then a seeded group order -- so a class of ``c`` items lands in ``c`` different
+    groups whenever there are that many with room, and rooms stay balanced to the end."""
     rng = _rng(seed, scope)
     classes = by_key(items)
     for members in classes:
         rng.shuffle(members)
     classes.sort(key=lambda g: -len(g))  # stable: ties keep first appearance
+    rank = list(range(len(sizes)))
+    rng.shuffle(rank)
     room = list(sizes)
     out: Partition = [[] for _ in sizes]
-    at = rng.randrange(len(sizes)) if sizes else 0
     for members in classes:
+        held = [0] * len(sizes)
         for i in members:
-            while room[at] == 0:
-                at = (at + 1) % len(sizes)
-            out[at].append(i)
-            room[at] -= 1
-            at = (at + 1) % len(sizes)
+            best = min((g for g in range(len(sizes)) if room[g]), key=lambda g: (held[g], -room[g], rank[g]))
+            out[best].append(i)
+            room[best] -= 1
+            held[best] += 1
     return sorted((sorted(g) for g in out if g), key=lambda g: g[0])
 
 

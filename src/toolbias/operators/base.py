@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ..catalog.model import Tool
+from ..catalog.model import Catalog, Tool
 
 #: Tool.domain of outer tools visible to every domain (catalog-scope variants).
 ALL_DOMAINS = "*"
@@ -33,7 +33,8 @@ class Call:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": dict(self.arguments)}
+        args = dict(self.arguments) if isinstance(self.arguments, Mapping) else self.arguments  # a malformed call
+        return {"name": self.name, "arguments": args}
 
 
 class RejectionKind(str, Enum):
@@ -111,13 +112,20 @@ class Layer:
     """
 
     op: ClassVar[str] = ""
-    #: Table 11 instruction appended to the system prompt when instructions are on.
-    instruction: ClassVar[str | None] = None
+    #: Table 11 instruction appended to the system prompt when instructions are on
+    #: (a class default; a layer whose wording depends on its method sets its own).
+    instruction: str | None = None
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         self.inner = tuple(inner)
         self.params = dict(params)
         self.tools: tuple[Tool, ...] = self.inner
+
+    @classmethod
+    def prepare(cls, params: Mapping[str, Any], catalog: Catalog) -> dict[str, Any]:
+        """Resolve catalog-dependent defaults into explicit step parameters before the layer
+        is built (e.g. interval cut points from the tasks' gold values). Identity by default."""
+        return dict(params)
 
     # -- encoding (oracle, training data) ------------------------------------
     def new_encode_state(self) -> Any:

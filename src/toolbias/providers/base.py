@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..codec import MAX_ARGUMENT_DEPTH, too_deep
+
 if TYPE_CHECKING:
     from ..catalog.model import Task
     from ..codec import Codec
@@ -74,28 +76,6 @@ class ToolCall:
         if too_deep(value, MAX_ARGUMENT_DEPTH):
             return cls(id, name, None, text[:10000], f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
         return cls(id, name, value, text)
-
-
-#: tool-call arguments nested deeper than this are a parse error (real schemas nest a few levels;
-#: deeper values would exhaust the recursion limit in copying, validation and storage)
-MAX_ARGUMENT_DEPTH = 64
-
-
-def too_deep(value: Any, limit: int) -> bool:
-    """True if a JSON value nests objects/arrays more than ``limit`` levels (iterative, never recurses)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict):
-            children: Any = v.values()
-        elif isinstance(v, (list, tuple)):
-            children = v
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children)
-    return False
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None
         if len(slots) != len(correct) or any(not 0 <= i < n for i in slots):
             slots = list(range(len(correct)))
         candidates: list[SelectionTool | None] = [None] * n
-        for i, t in zip(slots, correct):
+        for i, t in zip(slots, correct, strict=True):
             candidates[i] = t
         rest = iter(distractors)
         for i in range(n):

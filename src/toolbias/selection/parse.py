@@ -167,7 +167,7 @@ def parse_output(output: ModelOutput, names: Sequence[str], presentation: str) -
         if calls:
             hits = [match_name(n.strip(), names) for n in calls]
             if any(h is None for h in hits):
-                bad = next(n for n, h in zip(calls, hits) if h is None)
+                bad = next(n for n, h in zip(calls, hits, strict=True) if h is None)
                 return Parsed(None, reason=f"called unknown tool '{bad[:80]}'")
             distinct = set(hits)
             if len(distinct) > 1:

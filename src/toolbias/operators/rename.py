@@ -1,0 +1,361 @@
+"""Rename: namespaced names (class prefix) and opaque names (``f_07``, ``p_2``).
+
+Step parameters (``{"op": "rename", ...}``):
+
+* ``method="namespace"`` (default): every tool becomes ``<class>__<name>`` (the tool's
+  ``cls``, or its domain when it has none). ``prefix="domain"`` prefixes the domain
+  instead. ``scope="catalog"`` lists every domain's tools in every episode (the paper's
+  whole-catalog arm, where classes are domains); the default ``scope="domain"`` keeps
+  each domain's own tools. Each decoded call is routed through its namespace
+  (``Forward(route=<prefix>, classes=(cls,))``) so wrong-class use can be scored.
+* ``method="opaque"``: tools become ``f_00`` .. ``f_NN`` (numbers assigned by a seeded
+  permutation within each domain) and, with ``params=true`` (the default), parameters
+  become ``p_0`` .. ``p_k`` in schema order at every object level. ``seed`` (default 0).
+
+Lenient repair: an unprefixed / native name, a prefix with other separators or case
+(``Window.set_window``), a wrong class prefix whose remainder names exactly one tool,
+and native parameter names under an opaque tool are mapped to the variant's names.
+
+The module also holds the naming helpers other operators share (valid, unique tool
+names matching ``^[a-zA-Z0-9_-]{1,64}$``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog.model import Tool
+from ..errors import VariantError
+from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
+
+MAX_NAME = 64
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+def name_token(text: Any) -> str:
+    """A name fragment: invalid characters become ``_``, runs of ``_`` collapse, ends trimmed."""
+    s = _INVALID.sub("_", str(text))
+    return re.sub(r"_+", "_", s).strip("_")
+
+
+def short_hash(text: str, n: int = 8) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
+
+
+def fit_name(name: str) -> str:
+    """A valid tool name for ``name``: invalid characters replaced, shortened with a stable hash."""
+    s = _INVALID.sub("_", name) or "tool"
+    if len(s) > MAX_NAME:
+        s = s[: MAX_NAME - 9] + "_" + short_hash(name)
+    return s
+
+
+class NameAllocator:
+    """Unique valid tool names per domain; a catalog-scope tool's name (domain ``*``) is unique everywhere."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, set[str]] = {}
+        self._all: set[str] = set()
+
+    def taken(self, domain: str, name: str) -> bool:
+        if domain == ALL_DOMAINS:
+            return name in self._all
+        return name in self._used.get(domain, ()) or name in self._used.get(ALL_DOMAINS, ())
+
+    def reserve(self, domain: str, name: str) -> None:
+        """Claim a name as it is (a tool that keeps its name)."""
+        self._used.setdefault(domain, set()).add(name)
+        self._all.add(name)
+
+    def add(self, domain: str, name: str) -> str:
+        base = fit_name(name)
+        cand, i = base, 2
+        while self.taken(domain, cand):
+            cand = fit_name(f"{base}_{i}")
+            i += 1
+        self.reserve(domain, cand)
+        return cand
+
+
+class ToolIndex:
+    """Find a layer's inner tool from a call name as the codec would (domain, catalog scope, uid)."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self.by_key: dict[tuple[str, str], Tool] = {(t.domain, t.name): t for t in tools}
+
+    def find(self, domain: str, name: str) -> Tool | None:
+        t = self.by_key.get((domain, name)) or self.by_key.get((ALL_DOMAINS, name))
+        if t is None and "::" in name:
+            d, _, n = name.partition("::")
+            t = self.by_key.get((d, n))
+        return t
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+# -- parameter renaming trees -------------------------------------------------------------
+
+
+@dataclass
+class ParamTree:
+    """Key renaming for one object level: ``props`` maps a key to (new key, subtree)."""
+
+    props: dict[str, tuple[str, ParamTree | None]]
+    items: ParamTree | None = None
+
+
+def map_value(value: Any, tree: ParamTree | None) -> Any:
+    """Rename the keys of ``value`` following ``tree`` (unknown keys are kept)."""
+    if tree is None:
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            hit = tree.props.get(k)
+            if hit is None:
+                out[k] = v
+            else:
+                out[hit[0]] = map_value(v, hit[1])
+        return out
+    if isinstance(value, list) and tree.items is not None:
+        return [map_value(v, tree.items) for v in value]
+    return value
+
+
+def _opaque_schema(schema: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], ParamTree | None, ParamTree | None]:
+    """Schema with keys renamed ``p_0..`` at every object level; trees outer->inner and inner->outer."""
+    out = dict(schema)
+    fwd: ParamTree | None = None
+    inv: ParamTree | None = None
+    props = schema.get("properties")
+    if isinstance(props, Mapping) and props:
+        fwd, inv = ParamTree({}), ParamTree({})
+        new_props: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        for i, (name, sub) in enumerate(props.items()):
+            new = f"{prefix}{i}"
+            names[name] = new
+            sub_schema, sub_fwd, sub_inv = _opaque_schema(sub, prefix)
+            new_props[new] = sub_schema
+            fwd.props[new] = (name, sub_fwd)
+            inv.props[name] = (new, sub_inv)
+        out["properties"] = new_props
+        if "required" in schema:
+            out["required"] = [names.get(r, r) for r in schema.get("required") or []]
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        sub_schema, sub_fwd, sub_inv = _opaque_schema(items, prefix)
+        out["items"] = sub_schema
+        if sub_fwd is not None:
+            fwd = fwd or ParamTree({})
+            inv = inv or ParamTree({})
+            fwd.items, inv.items = sub_fwd, sub_inv
+    return out, fwd, inv
+
+
+def _tolerant(value: Any, fwd: ParamTree | None, inv: ParamTree | None) -> Any:
+    """Map a value that may mix outer and inner keys to outer keys; raise KeyError if ambiguous."""
+    if fwd is None or inv is None:
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k in fwd.props:  # already an outer key
+                if k in inv.props and inv.props[k][0] != k:
+                    raise KeyError(k)  # a native name that is also another parameter's new name
+                new, sub_fwd = k, fwd.props[k][1]
+                sub_inv = inv.props[fwd.props[k][0]][1]
+            elif k in inv.props:
+                new, sub_inv = inv.props[k]
+                sub_fwd = fwd.props[new][1]
+            else:
+                raise KeyError(k)
+            if new in out:
+                raise KeyError(k)
+            out[new] = _tolerant(v, sub_fwd, sub_inv)
+        return out
+    if isinstance(value, list) and fwd.items is not None:
+        return [_tolerant(v, fwd.items, inv.items) for v in value]
+    return value
+
+
+# -- the layer --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    inner: str                       # inner tool uid
+    params: ParamTree | None         # outer -> inner parameter keys (opaque)
+    route: str | None
+    classes: tuple[str, ...]
+
+
+class Rename(Layer):
+    op = "rename"
+
+    METHODS = ("namespace", "opaque")
+
+    def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
+        super().__init__(inner, params)
+        method = str(params.get("method", "namespace"))
+        if method not in self.METHODS:
+            raise VariantError(f"unknown rename method '{method}'", where="rename step",
+                               fix=f"use one of: {', '.join(self.METHODS)}")
+        self.method = method
+        self._index = ToolIndex(self.inner)
+        self._decode: dict[str, _Target] = {}                    # outer uid -> target
+        self._encode: dict[tuple[str, str], str] = {}            # inner (domain, name) -> outer name
+        self._inv: dict[tuple[str, str], ParamTree | None] = {}  # inner (domain, name) -> inner->outer keys
+        if method == "namespace":
+            self.tools = self._namespace(params)
+            self.instruction = ("Tool names are prefixed with their class name. Call each tool by its full "
+                                "prefixed name, using the class you intend to act on.")
+        else:
+            self.tools = self._opaque(params)
+            self.instruction = ("Tool names are opaque identifiers; choose tools and arguments by their "
+                                "descriptions and call them by the exact identifiers given.")
+        # lenient lookups, per visible domain: normalised name -> outer names
+        self._outer_by_key = {(t.domain, t.name): t for t in self.tools}
+        self._normal: dict[str, dict[str, list[str]]] = {}
+        for t in self.tools:
+            self._normal.setdefault(t.domain, {}).setdefault(_normal(t.name), []).append(t.name)
+
+    # -- building -----------------------------------------------------------------
+    def _namespace(self, params: Mapping[str, Any]) -> tuple[Tool, ...]:
+        scope = str(params.get("scope", "domain"))
+        by = str(params.get("prefix", "class"))
+        sep = str(params.get("sep", "__"))
+        if scope not in ("domain", "catalog"):
+            raise VariantError(f"unknown rename scope '{scope}'", where="rename step", fix="use domain or catalog")
+        if by not in ("class", "domain"):
+            raise VariantError(f"unknown rename prefix '{by}'", where="rename step", fix="use class or domain")
+        if not sep or _INVALID.search(sep):
+            raise VariantError(f"separator '{sep}' is not valid in tool names", where="rename step",
+                               fix="use characters from [a-zA-Z0-9_-], e.g. '__'")
+        alloc = NameAllocator()
+        wanted: list[tuple[Tool, str, str]] = []
+        for t in self.inner:
+            prefix = name_token((t.cls or t.domain) if by == "class" else t.domain) or "tool"
+            if by == "class" and t.domain == ALL_DOMAINS and not t.cls:
+                prefix = "all"
+            wanted.append((t, prefix, f"{prefix}{sep}{t.name}"))
+        if scope == "catalog":
+            # the same qualified name in two domains: qualify those with the domain as well
+            counts: dict[str, int] = {}
+            for _t, _p, n in wanted:
+                counts[n] = counts.get(n, 0) + 1
+            wanted = [(t, p, n if counts[n] == 1 or by == "domain" else f"{name_token(t.domain)}{sep}{n}")
+                      for t, p, n in wanted]
+        out: list[Tool] = []
+        for t, prefix, name in wanted:
+            domain = ALL_DOMAINS if scope == "catalog" else t.domain
+            new = alloc.add(domain, name)
+            tool = outer_tool(t, name=new, domain=domain)
+            out.append(tool)
+            self._decode[tool.uid] = _Target(t.uid, None, prefix, (t.cls,) if t.cls else ())
+            self._encode[(t.domain, t.name)] = new
+            self._inv[(t.domain, t.name)] = None
+        return tuple(out)
+
+    def _opaque(self, params: Mapping[str, Any]) -> tuple[Tool, ...]:
+        seed = params.get("seed", 0)
+        tool_prefix = str(params.get("tool_prefix", "f_"))
+        param_prefix = str(params.get("param_prefix", "p_"))
+        rename_params = bool(params.get("params", True))
+        if _INVALID.search(tool_prefix):
+            raise VariantError(f"tool prefix '{tool_prefix}' is not valid in tool names", where="rename step")
+        # number tools within each domain; with catalog-scope tools present, across the whole catalog
+        one_group = any(t.domain == ALL_DOMAINS for t in self.inner)
+        groups: dict[str, list[Tool]] = {}
+        for t in self.inner:
+            groups.setdefault("" if one_group else t.domain, []).append(t)
+        number: dict[str, int] = {}
+        width: dict[str, int] = {}
+        for key, tools in groups.items():
+            order = list(range(len(tools)))
+            random.Random(f"rename-opaque:{seed}:{key}").shuffle(order)
+            w = max(2, len(str(len(tools) - 1)))
+            for t, n in zip(tools, order, strict=True):
+                number[t.uid] = n
+                width[t.uid] = w
+        alloc = NameAllocator()
+        out: list[Tool] = []
+        for t in self.inner:
+            new = alloc.add(t.domain, f"{tool_prefix}{number[t.uid]:0{width[t.uid]}d}")
+            if rename_params:
+                schema, fwd, inv = _opaque_schema(t.parameters, param_prefix)
+            else:
+                schema, fwd, inv = dict(t.parameters), None, None
+            tool = outer_tool(t, name=new, parameters=schema)
+            out.append(tool)
+            self._decode[tool.uid] = _Target(t.uid, fwd, None, ())
+            self._encode[(t.domain, t.name)] = new
+            self._inv[(t.domain, t.name)] = inv
+        return tuple(out)
+
+    # -- codec interface ------------------------------------------------------------
+    def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
+        t = self._index.find(domain, call.name)
+        if t is None:
+            return [call]
+        key = (t.domain, t.name)
+        return [Call(self._encode[key], map_value(call.arguments, self._inv[key]))]
+
+    def decode(self, call: Call, tool: Tool, state: Any) -> Step:
+        target = self._decode.get(tool.uid)
+        if target is None:
+            return Forward((call,))
+        args = map_value(call.arguments, target.params) if target.params is not None else call.arguments
+        return Forward((Call(target.inner, args),), route=target.route, classes=target.classes)
+
+    def repair(self, call: Call, domain: str) -> Call | None:
+        name = self._resolve(call.name, domain)
+        if name is None:
+            return None
+        outer = self._outer_by_key.get((domain, name)) or self._outer_by_key.get((ALL_DOMAINS, name))
+        if outer is None:
+            return None
+        target = self._decode[outer.uid]
+        if target.params is None:
+            return Call(name, dict(call.arguments))
+        inner = self._index.find(domain, target.inner)
+        inv = self._inv.get((inner.domain, inner.name)) if inner is not None else None
+        try:
+            args = _tolerant(call.arguments, target.params, inv)
+        except KeyError:
+            return None
+        return Call(name, args)
+
+    def _resolve(self, name: str, domain: str) -> str | None:
+        """The outer tool an off-schema name unambiguously means, if any."""
+        if (domain, name) in self._outer_by_key or (ALL_DOMAINS, name) in self._outer_by_key:
+            return name
+        inner = self._index.find(domain, name)
+        if inner is not None:
+            return self._encode.get((inner.domain, inner.name))
+        table = {**self._normal.get(ALL_DOMAINS, {}), **self._normal.get(domain, {})}
+        hits = table.get(_normal(name), [])
+        if len(hits) == 1:
+            return hits[0]
+        if self.method != "namespace":
+            return None
+        # a wrong or differently written prefix: the longest inner name the call ends with
+        best: list[str] = []
+        best_len = 0
+        for (d, n), new in self._encode.items():
+            if d not in (domain, ALL_DOMAINS):  # another domain's tool could not execute here
+                continue
+            if re.search(r"(^|[^a-zA-Z0-9])" + re.escape(n) + "$", name):
+                if len(n) > best_len:
+                    best, best_len = [new], len(n)
+                elif len(n) == best_len:
+                    best.append(new)
+        return best[0] if len(best) == 1 else None

@@ -1,0 +1,345 @@
+"""Any OpenAI-compatible chat server: OpenAI, vLLM, SGLang, llama.cpp, Ollama, hosted APIs.
+
+``openai:<model>`` with the base URL from the ``base_url`` option (``--base-url``),
+else ``OPENAI_BASE_URL``, else OpenAI's; the key from ``api_key`` / ``OPENAI_API_KEY``
+(a placeholder is sent to servers other than api.openai.com when none is set, as
+local servers ignore it). Several base URLs (a list, or one string separated by
+commas) share the load: each request goes to the next URL in turn, so a retried
+request lands on another replica.
+
+- The SDK's own retries are off (``max_retries=0``): the wrapper retries.
+- Responses map to :class:`ModelOutput` with calls from ``tool_calls``. When a server
+  returns no ``tool_calls`` but the text holds calls (a server without a tool
+  parser), they are recovered by :mod:`.textcalls` and ``recovered`` is set.
+- Failures map to :class:`InfraError`: 408/409/429/5xx, timeouts, refused or
+  dropped connections and unreadable bodies are retryable (429's ``Retry-After``
+  becomes ``retry_after``); other 4xx are not.
+- ``check()`` asks each server's ``/models`` (falling back to a 1-token request)
+  and raises :class:`ProviderError` for an unreachable server, a bad key or a
+  model the server does not serve.
+- ``settings()`` (hashed into episode keys) holds the model, the URL list and any
+  ``extra_body``, never the key; timeouts are operational and left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import itertools
+import json
+import os
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from ..errors import ProviderError
+from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
+from .textcalls import find_tool_calls
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: sent to non-OpenAI servers when no key is configured (vLLM, llama.cpp and Ollama ignore it)
+PLACEHOLDER_KEY = "sk-no-key-required"
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
+
+
+def _split_urls(value: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [u for v in value for u in str(v).split(",")]
+    return [u.strip().rstrip("/") for u in items if u.strip()]
+
+
+def _is_openai_host(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host == "api.openai.com" or host.endswith(".openai.com")
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), else None."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # noqa: BLE001 - odd header containers: no hint
+        return None
+    if value is None:
+        return None
+    value = str(value).strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _import_openai() -> Any:
+    import openai  # a core dependency
+
+    return openai
+
+
+class OpenAIProvider(ModelAPI):
+    """``openai:<model>`` against one or more OpenAI-compatible base URLs.
+
+    Options: ``base_url`` (str, or several separated by commas), ``base_urls``
+    (a list), ``api_key``, ``timeout`` (seconds per request, default 120),
+    ``max_connections`` (per URL, default 256), ``extra_body`` (dict merged into
+    every request, e.g. vLLM sampling extras; part of the settings hash).
+    """
+
+    cacheable = True
+
+    def __init__(self, arg: str = "", *, base_url: str | list[str] | None = None,
+                 base_urls: list[str] | tuple[str, ...] | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, max_connections: int = 256, extra_body: dict[str, Any] | None = None,
+                 **options: Any) -> None:
+        if options:
+            raise ProviderError(f"unknown option(s) for openai models: {', '.join(sorted(options))}",
+                                fix="use base_url, base_urls, api_key, timeout, max_connections, extra_body")
+        self.model = arg.strip()
+        if not self.model:
+            raise ProviderError("no model name given", where="model spec 'openai:'",
+                                fix="name the served model, e.g. openai:gpt-4o-mini or openai:Qwen/Qwen2.5-7B-Instruct")
+        self.spec = f"openai:{self.model}"
+        urls = _split_urls(base_url) + _split_urls(base_urls)
+        if not urls:
+            urls = _split_urls(os.environ.get("OPENAI_BASE_URL")) or [DEFAULT_BASE_URL]
+        self.base_urls: tuple[str, ...] = tuple(dict.fromkeys(urls))
+        for u in self.base_urls:
+            if urlparse(u).scheme not in ("http", "https") or not urlparse(u).hostname:
+                raise ProviderError(f"'{u}' is not an http(s) URL", where="base URL",
+                                    fix="pass e.g. --base-url http://localhost:8000/v1")
+        #: the cache and concurrency key: the URL list
+        self.base_url = ",".join(self.base_urls)
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if any(_is_openai_host(u) for u in self.base_urls):
+                raise ProviderError(f"no API key for {self.spec}",
+                                    fix="set OPENAI_API_KEY, or pass --base-url for a local server")
+            key = PLACEHOLDER_KEY
+        self._api_key = key
+        self.timeout = float(timeout)
+        self.max_connections = int(max_connections)
+        self.extra_body = dict(extra_body) if extra_body else None
+        self._clients: dict[str, Any] = {}
+        self._turn = itertools.count()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIProvider(model={self.model!r}, base_urls={list(self.base_urls)!r})"
+
+    def settings(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"spec": self.spec, "model": self.model, "base_urls": list(self.base_urls)}
+        if self.extra_body:
+            s["extra_body"] = self.extra_body
+        return s
+
+    # -- clients ----------------------------------------------------------------
+
+    def _client(self, url: str) -> Any:
+        client = self._clients.get(url)
+        if client is None:
+            openai = _import_openai()
+            http_client = None
+            try:  # a connection pool sized for high concurrency
+                import httpx2 as httpx_mod
+            except ImportError:
+                import httpx as httpx_mod  # type: ignore[no-redef]
+            try:
+                limits = httpx_mod.Limits(max_connections=self.max_connections,
+                                          max_keepalive_connections=self.max_connections)
+                http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout)
+            except Exception:  # noqa: BLE001 - an SDK without these hooks: use its default client
+                http_client = None
+            kwargs: dict[str, Any] = {"api_key": self._api_key, "base_url": url, "max_retries": 0,
+                                      "timeout": self.timeout}
+            if http_client is not None:
+                kwargs["http_client"] = http_client
+            client = self._clients[url] = openai.AsyncOpenAI(**kwargs)
+        return client
+
+    def next_url(self) -> str:
+        """The URL the next request goes to (round-robin)."""
+        return self.base_urls[next(self._turn) % len(self.base_urls)]
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            try:
+                await c.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+    # -- generation -------------------------------------------------------------
+
+    async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                       config: GenerateConfig) -> ModelOutput:
+        url = self.next_url()
+        request: dict[str, Any] = {"model": self.model, "messages": messages,
+                                   "temperature": config.temperature, "max_tokens": config.max_tokens}
+        if config.top_p is not None:
+            request["top_p"] = config.top_p
+        if config.seed is not None:
+            request["seed"] = config.seed
+        if tools:
+            request["tools"] = [t if "function" in t else {"type": "function", "function": t} for t in tools]
+            if tool_choice is not None:
+                request["tool_choice"] = tool_choice
+        if self.extra_body:
+            request["extra_body"] = self.extra_body
+        t0 = time.perf_counter()
+        try:
+            response = await self._client(url).chat.completions.create(**request)
+        except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
+            raise self._infra_error(exc, url) from exc
+        latency = time.perf_counter() - t0
+        return self._to_output(response, tools, tool_choice, latency, url)
+
+    def _to_output(self, response: Any, tools: list[dict[str, Any]], tool_choice: str | None, latency: float,
+                   url: str) -> ModelOutput:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise InfraError(f"{url}: the server returned no choices", retryable=True)
+        message = getattr(choices[0], "message", None)
+        if message is None:
+            raise InfraError(f"{url}: the server returned a choice without a message", retryable=True)
+        content = getattr(message, "content", None)
+        calls: list[ToolCall] = []
+        for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
+            fn = getattr(tc, "function", None)
+            name = getattr(fn, "name", None) or ""
+            raw = getattr(fn, "arguments", None)
+            call = ToolCall.from_raw(getattr(tc, "id", None) or f"call_{i}", str(name), raw)
+            if not name and call.parse_error is None:
+                call = ToolCall(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
+            calls.append(call)
+        recovered = False
+        if not calls and tools and tool_choice != "none" and isinstance(content, str) and content:
+            found = find_tool_calls(content)
+            if found.calls:
+                calls, content, recovered = found.calls, (found.remaining or None), True
+        usage = getattr(response, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        return ModelOutput(
+            content=content,
+            tool_calls=tuple(calls),
+            usage=Usage(prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                        cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0)),
+            latency_s=latency,
+            recovered=recovered,
+        )
+
+    def _infra_error(self, exc: BaseException, url: str) -> BaseException:
+        """Classify an SDK/transport exception; programming errors pass through unchanged."""
+        openai = _import_openai()
+        if isinstance(exc, openai.APITimeoutError):
+            return InfraError(f"{url}: request timed out after {self.timeout:g}s", retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            return InfraError(f"{url}: connection failed: {_cause(exc)}", retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = _error_detail(exc)
+            if status in (401, 403):
+                return InfraError(f"{url}: HTTP {status}: bad API key or no access to {self.model}: {detail}",
+                                  retryable=False)
+            if status == 429:
+                return InfraError(f"{url}: HTTP 429 rate limited: {detail}", retryable=True,
+                                  retry_after=parse_retry_after(exc.response.headers))
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            return InfraError(f"{url}: HTTP {status}: {detail}", retryable=retryable,
+                              retry_after=parse_retry_after(exc.response.headers) if retryable else None)
+        if isinstance(exc, (openai.APIResponseValidationError, openai.APIError, json.JSONDecodeError, ValueError)):
+            return InfraError(f"{url}: unreadable response: {exc}", retryable=True)
+        httpx_errors = _transport_errors()
+        if httpx_errors and isinstance(exc, httpx_errors):
+            return InfraError(f"{url}: transport error: {exc!r}", retryable=True)
+        return exc
+
+    # -- check ------------------------------------------------------------------
+
+    async def check(self) -> None:
+        await asyncio.gather(*(self._check_url(u) for u in self.base_urls))
+
+    async def _check_url(self, url: str) -> None:
+        openai = _import_openai()
+        client = self._client(url)
+        fix_url = "start the server, or fix --base-url / OPENAI_BASE_URL"
+        try:
+            page = await client.models.list()
+            served = [m.id for m in getattr(page, "data", None) or []]
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise ProviderError(f"bad API key for the server at {url} (HTTP {exc.status_code}): "
+                                f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
+        except openai.APIConnectionError as exc:
+            raise ProviderError(f"server at {url} unreachable: {_cause(exc)}", fix=fix_url) from None
+        except openai.APIStatusError:
+            served = []  # no /models endpoint: probe below
+        except Exception as exc:  # noqa: BLE001 - an unreadable /models: probe below
+            del exc
+            served = []
+        if served:
+            if self.model not in served:
+                shown = ", ".join(sorted(served)[:20]) + (" ..." if len(served) > 20 else "")
+                raise ProviderError(f"model '{self.model}' not served at {url}; available: {shown}",
+                                    fix=f"use one of: {', '.join('openai:' + m for m in sorted(served)[:5])}")
+            return
+        await self._probe(url)
+
+    async def _probe(self, url: str) -> None:
+        """A 1-token request, for servers without a usable /models."""
+        openai = _import_openai()
+        try:
+            await self._client(url).chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0.0)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise ProviderError(f"bad API key for the server at {url} (HTTP {exc.status_code}): "
+                                f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
+        except openai.NotFoundError as exc:
+            raise ProviderError(f"model '{self.model}' not served at {url}: {_error_detail(exc)}",
+                                fix="check the model name the server was started with") from None
+        except openai.APIConnectionError as exc:
+            raise ProviderError(f"server at {url} unreachable: {_cause(exc)}",
+                                fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code < 500 and exc.status_code not in RETRYABLE_STATUS:
+                raise ProviderError(f"the server at {url} refused a test request for '{self.model}' "
+                                    f"(HTTP {exc.status_code}): {_error_detail(exc)}") from None
+            # a busy or flaky server is the wrapper's business, not a configuration error
+
+
+def _error_detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+        if body.get("detail"):
+            return str(body["detail"])[:500]
+    return str(getattr(exc, "message", None) or exc)[:500]
+
+
+def _cause(exc: BaseException) -> str:
+    inner = exc.__cause__ or exc.__context__
+    return f"{type(inner).__name__}: {inner}" if inner else str(exc)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            mod = __import__(name)
+            errors.append(mod.TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)

@@ -1,0 +1,299 @@
+"""Everything a report shows, computed once from a store: the grid cells, paired
+differences, the schema-form gap, compliance probes, difficulty prediction and the
+variant/native function-count ratios. Tables, figures, JSON and HTML all read a
+:class:`ReportData`; none of them touches the store again (except the HTML
+drill-down, which fetches the few episode records it shows)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError, ToolbiasError
+from ..probes import ProbeCell, compliance_cells
+from ..scoring import FAILURE_ORDER
+from ..stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    CellStats,
+    Difference,
+    PredictionSummary,
+    SampleEstimate,
+    cell_stats,
+    difficulty_prediction,
+    model_differences,
+    schema_form_gap,
+    variant_differences,
+)
+from ..store import Store, episodes_dataframe
+
+FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
+
+
+@dataclass
+class ReportSettings:
+    seed: int = 0
+    n_resamples: int = DEFAULT_RESAMPLES
+    confidence: float = DEFAULT_CONFIDENCE
+    sample_n: int = 36
+    repeats: int = 200
+    baseline: str = "native"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ReportData:
+    store: str
+    settings: ReportSettings
+    cells: list[CellStats]
+    variant_diffs: list[Difference]
+    model_diffs: list[Difference]
+    gap: list[Difference]
+    probes: list[ProbeCell]
+    difficulty: list[SampleEstimate]
+    prediction: list[PredictionSummary]
+    function_ratios: dict[str, float]
+    models: list[str]
+    variants: list[str]
+    catalogs: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    # -- lookups ----------------------------------------------------------------
+    @property
+    def conditions(self) -> list[tuple[str, str]]:
+        """(control, condition) pairs present among task cells, strict/base first."""
+        pairs = dict.fromkeys((c.control, c.condition) for c in self.cells)
+        return sorted(pairs, key=lambda p: (p[0] != "strict", p[1] != "base", p))
+
+    def cell(self, model: str, variant: str, control: str, condition: str) -> CellStats | None:
+        index: dict[tuple[str, str, str, str], CellStats] | None = self.__dict__.get("_cell_index")
+        if index is None:
+            index = self.__dict__["_cell_index"] = {c.key: c for c in self.cells}
+        return index.get((model, variant, control, condition))
+
+    def failure_modes_present(self) -> list[str]:
+        seen = {m for c in self.cells for m in c.failure_modes}
+        return [m for m in FAILURE_MODES if m in seen] + sorted(seen - set(FAILURE_MODES))
+
+    # -- machine-readable ---------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return _clean({
+            "store": self.store,
+            "settings": self.settings.to_dict(),
+            "models": self.models,
+            "variants": self.variants,
+            "catalogs": self.catalogs,
+            "failure_mode_order": list(FAILURE_MODES),
+            "cells": [c.to_dict() for c in self.cells],
+            "differences": {"variant_vs_native": [d.to_dict() for d in self.variant_diffs],
+                            "model_vs_model": [d.to_dict() for d in self.model_diffs]},
+            "gap": [_gap_dict(d) for d in self.gap],
+            "probes": [p.to_dict() for p in self.probes],
+            "difficulty": {"n": self.settings.sample_n, "repeats": self.settings.repeats,
+                           "estimates": [e.to_dict() for e in self.difficulty],
+                           "summaries": [s.to_dict() for s in self.prediction]},
+            "function_ratios": self.function_ratios,
+            "notes": self.notes,
+        })
+
+
+def _gap_dict(d: Difference) -> dict[str, Any]:
+    out = d.to_dict()
+    out.update(model=d.a["model"], variant=d.a["variant"], condition=d.a["condition"], lenient=d.success_a,
+               strict=d.success_b, gap=d.diff)
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become null, tuples lists, numpy scalars Python numbers."""
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(data: ReportData) -> str:
+    return json.dumps(data.to_json(), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+# -- building -----------------------------------------------------------------
+
+def open_store(path: str | Path) -> Store:
+    """Open an existing store (never create an empty one by mistake)."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreError("store not found", where=str(p), fix="run `toolbias run --store FILE` first or pass --store")
+    return Store(p)
+
+
+def variant_order(names: Iterable[str], baseline: str = "native") -> list[str]:
+    """Registry order (the paper's order) for registered names, then the rest as given."""
+    names = list(dict.fromkeys(names))
+    try:
+        from ..variants import registry
+
+        reg = list(registry())
+    except Exception:  # a broken registry must not stop a report
+        reg = []
+    rank = {n: i for i, n in enumerate(reg)}
+    first = [baseline] if baseline in names else []
+    rest = [n for n in names if n != baseline]
+    return first + sorted(rest, key=lambda n: (n not in rank, rank.get(n, 0), names.index(n)))
+
+
+def function_ratios(catalog_spec: str, variants: Sequence[str],
+                    baseline: str = "native") -> tuple[dict[str, float], list[str]]:
+    """variant -> ``function_count(variant) / function_count(native)`` on the study's catalog
+    (``Codec.function_count``: every distinct tool of the variant, catalog-scope tools once), the
+    x-axis of Figure 3. For per-domain variants this equals the paper's query-weighted mean of
+    per-domain ratios up to the weighting. Variants not in the registry are skipped with a note."""
+    from ..catalog import load_catalog
+    from ..codec import Codec
+    from ..variants import build_codec, get_variant
+
+    notes: list[str] = []
+    try:
+        catalog = load_catalog(catalog_spec)
+    except ToolbiasError as exc:
+        return {}, [f"function-count ratios need the study's catalog: {exc.what}"]
+    native = Codec(catalog, []).function_count()
+    if native == 0:
+        return {}, notes
+    out: dict[str, float] = {}
+    for name in variants:
+        try:
+            codec = build_codec(catalog, get_variant(name))
+        except ToolbiasError:
+            notes.append(f"variant '{name}' is not in the registry: no function-count ratio")
+            continue
+        out[name] = codec.function_count() / native
+    return out, notes
+
+
+def build_report(store: str | Path | Store, *, settings: ReportSettings | None = None,
+                 catalog: str | None = None, study: str | None = None) -> ReportData:
+    """Compute every section of the report from a store."""
+    settings = settings or ReportSettings()
+    own = not isinstance(store, Store)
+    st = open_store(store) if not isinstance(store, Store) else store
+    try:
+        df = episodes_dataframe(st, kind="task")
+        probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
+    finally:
+        if own:
+            st.close()
+    if study is not None:
+        df = df[df["study"] == study]
+        probe_rows = [r for r in probe_rows if r["study"].startswith(study)]
+    notes: list[str] = []
+    seed, n_res, conf = settings.seed, settings.n_resamples, settings.confidence
+    cells = cell_stats(df, seed=seed, n_resamples=n_res, confidence=conf)
+    models = list(dict.fromkeys([str(m) for m in df["model"]] + [str(r["model"]) for r in probe_rows]))
+    variants = variant_order([str(v) for v in df["variant"]] + [str(r["variant"]) for r in probe_rows],
+                             settings.baseline)
+    order_v = {v: i for i, v in enumerate(variants)}
+    order_m = {m: i for i, m in enumerate(models)}
+    cells.sort(key=lambda c: (c.control != "strict", c.condition != "base", c.control, c.condition,
+                              order_v[c.variant], order_m[c.model]))
+    success = {c.key: c.success for c in cells}
+    probes = compliance_cells(probe_rows, task_success=success, seed=seed, n_resamples=n_res, confidence=conf)
+    probes.sort(key=lambda p: (order_m[p.model], order_v[p.variant], p.control, p.condition))
+    compliance = {p_key(p): p.compliance for p in probes}
+    difficulty, prediction = difficulty_prediction(
+        df, n=settings.sample_n, seed=settings.seed, repeats=settings.repeats, confidence=settings.confidence,
+        compliance=compliance) if len(df) else ([], [])
+    catalogs = sorted({str(c) for c in df["catalog"]} | {str(r["catalog"]) for r in probe_rows})
+    if len(catalogs) > 1:
+        notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
+    ratios: dict[str, float] = {}
+    spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
+    if spec and len(df):
+        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline)
+        notes.extend(more)
+    if len(df) and settings.baseline not in set(df["variant"]):
+        notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
+    return ReportData(
+        store=str(st.path), settings=settings, cells=cells,
+        variant_diffs=variant_differences(df, baseline=settings.baseline, seed=seed, n_resamples=n_res,
+                                          confidence=conf),
+        model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
+        gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
+        difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
+        catalogs=catalogs, notes=notes)
+
+
+def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
+    return (p.model, p.variant, p.control, p.condition)
+
+
+# -- episodes for the drill-down ------------------------------------------------
+
+@dataclass
+class EpisodeView:
+    """One stored episode as the drill-down shows it."""
+
+    key: str
+    kind: str
+    model: str
+    variant: str
+    control: str
+    condition: str
+    task_id: str
+    success: bool
+    failure_mode: str | None
+    record: dict[str, Any]
+
+    @property
+    def anchor(self) -> str:
+        return f"ep-{self.key[:16]}"
+
+
+def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: int = 1,
+                    limit: int = 2000) -> tuple[list[EpisodeView], int]:
+    """Episodes worth showing: per cell (and kind), up to ``per_mode`` of each failure mode
+    (so every mode present appears) and ``successes`` successes; at most ``limit`` in all.
+    Returns the views and how many finished episodes were left out."""
+    own = not isinstance(store, Store)
+    st = open_store(store) if not isinstance(store, Store) else store
+    try:
+        chosen: list[Any] = []
+        counts: dict[tuple[Any, ...], int] = {}
+        total = 0
+        for r in st.rows(kind=None, with_record=False):
+            total += 1
+            slot = (r.kind, r.model, r.variant, r.control, r.condition, r.failure_mode if not r.success else "+")
+            cap = successes if r.success else per_mode
+            if counts.get(slot, 0) < cap:
+                counts[slot] = counts.get(slot, 0) + 1
+                chosen.append(r)
+        # failures first, so a limit never hides a mode
+        chosen.sort(key=lambda r: bool(r.success))
+        chosen = chosen[:limit]
+        views = []
+        for i in range(0, len(chosen), 500):
+            batch = chosen[i:i + 500]
+            marks = ",".join("?" * len(batch))
+            found = dict(st.db.execute(f"SELECT key, record FROM episodes WHERE key IN ({marks})",
+                                       [r.key for r in batch]).fetchall())
+            for r in batch:
+                views.append(EpisodeView(r.key, r.kind, r.model, r.variant, r.control, r.condition, r.task_id,
+                                         bool(r.success), r.failure_mode, json.loads(found[r.key])))
+        return views, total - len(views)
+    finally:
+        if own:
+            st.close()
+
+
+__all__ = ["FAILURE_MODES", "EpisodeView", "ReportData", "ReportSettings", "build_report", "dumps",
+           "function_ratios", "open_store", "select_episodes", "variant_order"]

@@ -1,0 +1,236 @@
+"""Figures for selection bias (matplotlib, Agg backend) and HTML fragments for the report.
+
+- :func:`selection_rates_figure`: per cluster, selection rate of each tool (canonical order)
+  and of each list position, with the uniform rate 1/k dashed;
+- :func:`tv_by_model_figure`: delta_api, delta_pos, delta_model per model (or per condition,
+  e.g. before/after mitigation), error bars = population std over runs;
+- :func:`perturbation_figure`: TV to the base distribution and to uniform per condition;
+- :func:`save`: PNG or SVG by the file suffix;
+- :func:`html_fragments`: self-contained HTML sections (escaped text, images embedded as
+  base64 PNG) that the HTML report can include as they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ToolbiasError
+from .metrics import METRICS, BiasReport
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .benchmark import Benchmark
+    from .features import Explanation
+    from .metrics import Agreement
+    from .mitigate import FilterScores
+    from .perturb import PerturbationEffect
+
+COLORS = {"api": "#4C72B0", "pos": "#DD8452", "model": "#55A868", "base": "#8172B3", "uniform": "#C44E52"}
+
+
+def _figure(width: float, height: float) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise ToolbiasError(f"unsupported figure format '{p.suffix}'", where=str(p), fix="use .png or .svg")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format=fmt)
+    return p
+
+
+def _png_base64(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def selection_rates_figure(report: BiasReport, bench: Benchmark | None = None, *, title: str = "",
+                           max_clusters: int | None = None) -> Figure:
+    clusters = list(report.per_cluster)[:max_clusters]
+    n = len(clusters)
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig = _figure(3.6 * cols, 2.9 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    names: dict[str, Sequence[str]] = {}
+    if bench is not None:
+        names = {c.id: c.names for c in bench.clusters}
+    for ax, cid in zip(axes.flat, clusters, strict=False):
+        v = report.per_cluster[cid]
+        k = int(v["k"])
+        xs = list(range(k))
+        w = 0.4
+        ax.bar([x - w / 2 for x in xs], v["api_rates"], w, label="by tool", color=COLORS["api"])
+        ax.bar([x + w / 2 for x in xs], v["pos_rates"], w, label="by position", color=COLORS["pos"])
+        ax.axhline(1 / k, ls="--", lw=1, color=COLORS["uniform"], label="uniform")
+        ax.set_title(f"{cid}  (δapi {v['delta_api']:.2f}, δpos {v['delta_pos']:.2f})", fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_xticks(xs)
+        labels = names.get(cid)
+        if labels and len(labels) == k:
+            ax.set_xticklabels([f"{i}:{s[:14]}" for i, s in enumerate(labels)], rotation=35, ha="right",
+                               fontsize=6)
+        else:
+            ax.set_xticklabels([str(x) for x in xs], fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=6, loc="upper right")
+    fig.suptitle(title or f"selection rates by tool (x: canonical index) and by list position{_label(report)}",
+                 fontsize=9)
+    return fig
+
+
+def _label(report: BiasReport) -> str:
+    return f" - {report.label}" if report.label else ""
+
+
+def tv_by_model_figure(reports: Mapping[str, BiasReport], *, title: str = "TV distance from uniform") -> Figure:
+    if not reports:
+        raise ToolbiasError("no reports to plot")
+    labels = list(reports)
+    fig = _figure(max(4.0, 1.3 * len(labels) + 2), 3.2)
+    ax = fig.subplots()
+    w = 0.26
+    for j, (m, color) in enumerate(zip(METRICS, (COLORS["api"], COLORS["pos"], COLORS["model"]), strict=True)):
+        xs = [i + (j - 1) * w for i in range(len(labels))]
+        ax.bar(xs, [getattr(reports[lb], m) for lb in labels], w, yerr=[reports[lb].std[m] for lb in labels],
+               capsize=2, color=color, label=m.replace("delta_", "δ "))
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([lb[:28] for lb in labels], rotation=20, ha="right", fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("TV distance")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def perturbation_figure(effects: Sequence[PerturbationEffect], base: BiasReport | None = None, *,
+                        title: str = "metadata perturbations") -> Figure:
+    if not effects:
+        raise ToolbiasError("no perturbation effects to plot")
+    labels = [e.condition for e in effects]
+    fig = _figure(max(4.0, 0.9 * len(labels) + 2), 3.4)
+    ax = fig.subplots()
+    w = 0.38
+    xs = list(range(len(labels)))
+    ax.bar([x - w / 2 for x in xs], [e.tv_to_base for e in effects], w, color=COLORS["base"], label="TV to base")
+    ax.bar([x + w / 2 for x in xs], [e.tv_to_uniform for e in effects], w, color=COLORS["api"],
+           label="TV to uniform (δ api)")
+    if base is not None:
+        ax.axhline(base.delta_api, ls="--", lw=1, color=COLORS["uniform"], label=f"base δ api {base.delta_api:.2f}")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+# --- HTML ---------------------------------------------------------------------------------------------------
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return "n/a" if math.isnan(x) else f"{x:.3f}"
+    return _e(x)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table class=\"selection\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(fig: Figure, alt: str) -> str:
+    return f"<img alt=\"{_e(alt)}\" src=\"data:image/png;base64,{_png_base64(fig)}\"/>"
+
+
+def html_fragments(*, reports: Mapping[str, BiasReport] | None = None, bench: Benchmark | None = None,
+                   effects: Sequence[PerturbationEffect] | None = None, base: BiasReport | None = None,
+                   agreement: Agreement | None = None, filter_scores: FilterScores | None = None,
+                   mitigation: Mapping[str, BiasReport] | None = None,
+                   explanation: Explanation | None = None) -> list[str]:
+    """HTML ``<section>`` strings for whatever is given; text is escaped, images are inline PNG."""
+    out = []
+    if reports:
+        rows = [[name, r.delta_api, r.std["delta_api"], r.delta_pos, r.std["delta_pos"], r.delta_model,
+                 r.std["delta_model"], r.n_selections, r.n_unparsed, r.n_runs] for name, r in reports.items()]
+        parts = ["<section class=\"selection-bias\"><h2>Tool-selection bias</h2>",
+                 "<p>TV distance of the selection distribution from uniform, over tools (δ api) and list "
+                 "positions (δ pos); mean over runs of the cluster mean, ± population std over runs. Unparsed "
+                 "answers are excluded from the rates.</p>",
+                 _table(["model", "δ api", "std", "δ pos", "std", "δ model", "std", "selections", "unparsed",
+                         "runs"], rows),
+                 _img(tv_by_model_figure(reports), "TV distance per model")]
+        for name, r in reports.items():
+            crows = [[c, v["k"], v["n"], v["delta_api"], v["delta_pos"], v["delta_model"],
+                      " ".join(f"{x:.2f}" for x in v["api_rates"]), " ".join(f"{x:.2f}" for x in v["pos_rates"])]
+                     for c, v in r.per_cluster.items()]
+            parts.append(f"<h3>{_e(name)}: per cluster</h3>")
+            parts.append(_table(["cluster", "k", "n", "δ api", "δ pos", "δ model", "rate by tool",
+                                 "rate by position"], crows))
+            parts.append(_img(selection_rates_figure(r, bench, title=f"selection rates - {name}"),
+                              f"selection rates {name}"))
+        parts.append("</section>")
+        out.append("".join(parts))
+    if agreement is not None:
+        rows = [[f"{a} | {b}", v, agreement.spearman[(a, b)]] for (a, b), v in agreement.pearson.items()]
+        out.append("<section class=\"selection-agreement\"><h2>Cross-model agreement</h2>"
+                   f"<p>Correlation of per-tool selection rates over {agreement.n_tools} tools; mean Pearson "
+                   f"{_fmt(agreement.mean_pearson)}.</p>" + _table(["models", "Pearson", "Spearman"], rows)
+                   + "</section>")
+    if effects:
+        rows = [[e.condition, e.tv_to_base, e.tv_to_uniform, e.delta_pos, e.n_selections, e.n_unparsed]
+                for e in effects]
+        out.append("<section class=\"selection-perturbations\"><h2>Metadata perturbations</h2>"
+                   + _table(["condition", "TV to base", "TV to uniform", "δ pos", "selections", "unparsed"], rows)
+                   + _img(perturbation_figure(effects, base), "perturbation effects") + "</section>")
+    if explanation is not None:
+        rows = [[f, explanation.correlations.get(f, {}).get("r", float("nan")),
+                 explanation.linear_coefficients.get(f, float("nan")),
+                 explanation.permutation_importance.get(f, {}).get("mean", float("nan"))]
+                for f in explanation.features]
+        absent = ", ".join(explanation.absent) or "none"
+        out.append("<section class=\"selection-explain\"><h2>What explains the preferences</h2>"
+                   f"<p>{explanation.n_tools} tools, cluster-mean centred; similarity: {_e(explanation.similarity)}; "
+                   f"linear R² {_fmt(explanation.linear_r2)}, random forest CV R² {_fmt(explanation.forest_cv_r2)}; "
+                   f"features absent: {_e(absent)}.</p>"
+                   + _table(["feature", "Pearson r", "linear coef (std.)", "permutation importance"], rows)
+                   + "</section>")
+    if mitigation:
+        rows = [[name, r.delta_api, r.delta_pos, r.delta_model, r.n_selections, r.n_unparsed]
+                for name, r in mitigation.items()]
+        out.append("<section class=\"selection-mitigation\"><h2>Filter-then-uniform mitigation</h2>"
+                   + _table(["", "δ api", "δ pos", "δ model", "selections", "unparsed"], rows)
+                   + _img(tv_by_model_figure(mitigation, title="before / after mitigation"), "mitigation")
+                   + "</section>")
+    if filter_scores is not None:
+        rows = [["all", filter_scores.n, filter_scores.micro_precision, filter_scores.micro_recall,
+                 filter_scores.exact_match, filter_scores.n_unparsed]]
+        rows += [[f"K={k}", int(v["n"]), v["micro_precision"], v["micro_recall"], v["exact_match"],
+                  int(v["n_unparsed"])] for k, v in filter_scores.by_k.items()]
+        out.append("<section class=\"selection-filter\"><h2>Filter quality</h2>"
+                   + _table(["subset", "n", "micro precision", "micro recall", "exact match", "unparsed"], rows)
+                   + "</section>")
+    return out
