@@ -177,7 +177,7 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._port = port
-        self._httpd: http.server.ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- control ---------------------------------------------------------------
@@ -203,7 +203,7 @@ class FakeOpenAIServer:
 
     def start(self) -> FakeOpenAIServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        self._httpd = _Server(("127.0.0.1", self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-openai", daemon=True)
@@ -238,6 +238,11 @@ class FakeOpenAIServer:
         if self.responder is not None:
             return None, self.responder(body)
         return None, self.default
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024  # the default (5) resets connections under high concurrency
+    daemon_threads = True
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -208,6 +208,7 @@ def test_number_words() -> None:
     assert gen.number_words(105) == "one hundred five"
     assert gen.number_words(3450) == "three thousand four hundred fifty"
     assert gen.tidy("for 1 minutes, a eco wash, a USB stick, one passes") == "for 1 minute, an eco wash, a USB stick, one pass"
+    assert gen.tidy("twenty-one degrees, 21 minutes, 0.1 hours") == "twenty-one degrees, 21 minutes, 0.1 hours"
 
 
 # --------------------------------------------------------------------------- determinism

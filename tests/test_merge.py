@@ -632,8 +632,13 @@ def methods(draw: st.DrawFn) -> dict:
                     "rotation": draw(st.integers(0, 2)), "seed": draw(st.integers(0, 3)),
                     "singletons": draw(st.sampled_from(["keep", "merge"])),
                     "names": draw(st.sampled_from(["semantic", "neutral"]))}
-    if rule in ("class", "random", "anti_class") and draw(st.booleans()):
-        params["ratio"] = draw(st.sampled_from([0.3, 0.5, 0.8, 1.0]))
+    if rule in ("class", "random", "anti_class"):
+        params["key"] = draw(st.sampled_from(["class", "domain"]))
+        target = draw(st.sampled_from([None, "ratio", "group_size"]))
+        if target == "ratio":
+            params["ratio"] = draw(st.sampled_from([0.3, 0.5, 0.8, 1.0]))
+        elif target == "group_size":
+            params["group_size"] = draw(st.sampled_from([1, 2, 3.5]))
     return params
 
 

@@ -309,3 +309,17 @@ async def test_llama_cpp_server_check(llama_server: LlamaCppServer) -> None:
     with pytest.raises(ProviderError, match=f"available: {llama_server.model}"):
         await p.check()
     await p.aclose()
+
+
+async def test_tool_call_arguments_are_sent_as_json_strings(server: FakeOpenAIServer) -> None:
+    history = [*MESSAGES,
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c0", "type": "function",
+                    "function": {"name": "set_temperature", "arguments": {"zone": "bedroom", "celsius": 21}}}]},
+               {"role": "tool", "tool_call_id": "c0", "content": "{\"ok\": true}"}]
+    p = provider(server)
+    await p.generate(history, TOOLS, None, CFG)
+    await p.aclose()
+    sent = server.requests[-1]["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(sent) == {"zone": "bedroom", "celsius": 21}
+    assert isinstance(history[2]["tool_calls"][0]["function"]["arguments"], dict)  # the caller's copy is untouched

@@ -17,8 +17,6 @@ from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, run_study
 from toolbias.store import Store
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "toolschemaspace"
-
 TOOLS = [
     ("cabin", "set_window", "Open, close or vent a window.",
      {"position": {"type": "string", "enum": ["front_left", "front_right", "rear"]},
@@ -74,10 +72,8 @@ def test_probes_are_deterministic_and_cycle_when_asked_for_more(catalog_spec: st
     assert make_probes(cat, 0) == []
 
 
-def test_36_probes_on_the_paper_catalog() -> None:
-    if not (SHARED / "tools.json").exists():
-        pytest.skip(f"shared data absent: {SHARED}")
-    cat = load_catalog(f"toolschemaspace:{SHARED}")
+def test_36_probes_on_the_paper_catalog(toolschemaspace_dir: Path) -> None:
+    cat = load_catalog(f"toolschemaspace:{toolschemaspace_dir}")
     probes = make_probes(cat)
     assert len(probes) == 36
     per_domain = Counter(p.domain for p in probes)

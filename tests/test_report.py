@@ -283,6 +283,15 @@ def test_html_has_every_failure_mode_every_variant_and_the_drill_down(outputs: d
     assert "Why it failed" in page and "Conversation" in page and "native: set_" in page
 
 
+def test_a_drill_down_limit_keeps_every_failure_mode(study: dict[str, Any]) -> None:
+    from toolbias.report import select_episodes
+
+    modes = set(_db(study["store"]).failure_mode.dropna())
+    views, left_out = select_episodes(study["store"], limit=len(modes))
+    assert {v.failure_mode for v in views} == modes and left_out > 0
+    assert all(v.record["task_id"] == v.task_id for v in views)
+
+
 def test_html_escapes_model_text(outputs: dict[str, Any]) -> None:
     page = outputs["html"].read_text()
     assert "<script" not in page.lower()

@@ -7,10 +7,16 @@ import re
 from collections import Counter
 
 import pytest
-from test_selection_support import SHARED, SHARED_REASON
 
+from test_selection_support import SHARED, SHARED_REASON
 from toolbias.errors import CatalogError
-from toolbias.selection import builtin_benchmark, load_benchmark, load_biasbusters, load_biasbusters_filter_set, rotations
+from toolbias.selection import (
+    builtin_benchmark,
+    load_benchmark,
+    load_biasbusters,
+    load_biasbusters_filter_set,
+    rotations,
+)
 from toolbias.selection.benchmark import NAME_RE, Benchmark
 from toolbias.selection.importers import standardize, toolbench_name
 

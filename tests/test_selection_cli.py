@@ -7,9 +7,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_selection_support import ChooserModel, always_first, always_named
 
 import toolbias.cli.select as select_cli
+from test_selection_support import ChooserModel, always_first, always_named
 from toolbias.cli import cli
 from toolbias.selection import builtin_benchmark
 
@@ -82,13 +82,14 @@ def test_text_presentation_and_groups(models, tmp_path) -> None:
 
 def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
     db = str(tmp_path / "s.db")
-    args = ["--queries", "2", "--store", db]
+    args = ["--queries", "2", "--clusters", "forward_geocoding,translation,qr_code", "--store", db]
     invoke("select", "run", "--model", "test:promo", *args)
     invoke("select", "run", "--model", "test:first", *args)
     agree = invoke("select", "agreement", "--store", db, "--json")
-    assert set(agree["models"]) == {"test:promo", "test:first"} and agree["n_tools"] == 60
-    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--similarity", "tfidf", "--json")
-    assert expl["correlations"]["promo_words"]["r"] > 0.7 and len(expl["tools"]) == 60
+    assert set(agree["models"]) == {"test:promo", "test:first"} and agree["n_tools"] == 15
+    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--similarity", "tfidf", "--trees", "30",
+                  "--json")
+    assert expl["correlations"]["promo_words"]["r"] > 0.7 and len(expl["tools"]) == 15
     pert = invoke("select", "perturb", "--model", "test:promo", "--conditions", "random_names,desc_swap",
                   "--figure", str(tmp_path / "p.svg"), *args, "--json")
     effects = {e["condition"]: e for e in pert["conditions"]}
@@ -99,7 +100,8 @@ def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
     assert mit["before"]["delta_pos"] == pytest.approx(0.8)
     # the filter keeps only the promotional tool: the draw has one choice, so API bias stays, position bias goes
     assert mit["after"]["delta_api"] == pytest.approx(0.8) and mit["after"]["delta_pos"] == pytest.approx(0.0)
-    fe = invoke("select", "filter-eval", "--filter-model", "test:promo", "--per-cluster", "4", "--store", db, "--json")
+    fe = invoke("select", "filter-eval", "--filter-model", "test:promo", "--per-cluster", "4", "--store", db,
+                "--json")
     # it keeps every promotional tool: also the distractors' (precision < 1), never the others (recall < 1)
     assert 0 < fe["micro_precision"] < 1 and 0 < fe["micro_recall"] < 1 and fe["n"] == 48
     assert set(fe["by_k"]) == {"2", "3", "4", "5"}

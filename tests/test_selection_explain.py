@@ -8,8 +8,8 @@ import importlib.util
 
 import numpy as np
 import pytest
-from test_selection_support import ChooserModel, always_first, always_named
 
+from test_selection_support import ChooserModel, always_first, always_named
 from toolbias.errors import MissingExtraError, ToolbiasError
 from toolbias.selection import (
     CONDITIONS,

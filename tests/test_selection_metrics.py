@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_selection_support import ChooserModel, always_first, always_tool
 
+from test_selection_support import ChooserModel, always_first, always_tool
 from toolbias.errors import ToolbiasError
 from toolbias.selection import (
     Selection,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from test_selection_support import ChooserModel, always_first, always_tool
 
+from test_selection_support import ChooserModel, always_first, always_tool
 from toolbias.providers.wrapper import ResponseCache, cache_key, wrap
 from toolbias.selection import SelectionStore, Status, builtin_benchmark, report_of, run_selection
 from toolbias.selection.runner import build_request

@@ -113,35 +113,48 @@ def _flat_one_of(schema: Mapping[str, Any]) -> bool:
 
 class _OneOf:
     """jsonschema's verdict on a :func:`_flat_one_of` schema (the rest of the schema holds
-    and exactly one alternative does), decided with the fast checker. An alternative whose
-    single-value enum (its discriminator) the arguments contradict fails without a full
-    check; a failure names the alternative the discriminator picked."""
+    and exactly one alternative does), decided with the fast checker. Alternatives whose
+    single-value enum (a discriminator such as ``operation``) the arguments contradict fail
+    without a full check; a failure names the alternative the discriminator picked."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.rest = {k: v for k, v in schema.items() if k != "oneOf"}
         self.branches = list(schema["oneOf"])
-        self.pins = [{k: s["enum"][0] for k, s in (b.get("properties") or {}).items()
-                      if isinstance(s, Mapping) and isinstance(s.get("enum"), list) and len(s["enum"]) == 1}
-                     for b in self.branches]
+        pins = [{k: s["enum"][0] for k, s in (b.get("properties") or {}).items()
+                 if isinstance(s, Mapping) and isinstance(s.get("enum"), list) and len(s["enum"]) == 1}
+                for b in self.branches]
+        shared = set.intersection(*(set(p) for p in pins)) if pins else set()
+        strings = sorted(k for k in shared if all(isinstance(p[k], str) for p in pins))
+        #: a key every alternative pins to a string (a discriminator), and value -> alternatives
+        self.key = strings[0] if strings else None
+        self.by_value: dict[str, list[int]] = {}
+        if self.key is not None:
+            for i, p in enumerate(pins):
+                self.by_value.setdefault(p[self.key], []).append(i)
 
     def error(self, args: Mapping[str, Any]) -> str | None:
         err = arguments_error(self.rest, args)
         if err is not None:
             return err.message
-        fits, picked = 0, None
-        for b, pins in zip(self.branches, self.pins, strict=True):
-            if any(k in args and args[k] != v for k, v in pins.items()):
-                continue  # contradicts a single-value enum: not this alternative
-            e = arguments_error(b, args)
+        if self.key is not None and self.key in args:
+            # every other alternative pins the key to another string: its enum fails
+            value = args[self.key]
+            picked = self.by_value.get(value, []) if isinstance(value, str) else []
+            candidates = [(i, True) for i in picked]
+        else:
+            candidates = [(i, False) for i in range(len(self.branches))]
+        fits, named = 0, None
+        for i, discriminated in candidates:
+            e = arguments_error(self.branches[i], args)
             if e is None:
                 fits += 1
-            elif pins and picked is None and all(args.get(k) == v for k, v in pins.items()):
-                picked = f"{b.get('title') or 'the matching alternative'}: {e.message}"
+            elif discriminated and named is None:
+                named = f"{self.branches[i].get('title') or 'the matching alternative'}: {e.message}"
         if fits == 1:
             return None
         if fits:
             return f"arguments match {fits} alternatives of the schema; exactly one must match"
-        return picked or f"arguments match none of the {len(self.branches)} alternatives of the schema"
+        return named or f"arguments match none of the {len(self.branches)} alternatives of the schema"
 
 
 class _Level:

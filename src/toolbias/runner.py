@@ -96,8 +96,13 @@ class Study:
         cfg = self.config
         return {
             "model": cfg.model, "settings_hash": self.settings_hash,
+            # the settings themselves (not only their hash), so a refusal can say what changed
+            "settings": {"provider": self.model.settings(), "generate": cfg.generate.to_dict()},
             "catalog": f"{self.catalog.name}#{self.catalog.fingerprint()}",
-            "variants": [c.name for c in self.codecs], "tasks": stable_hash(sorted(t.id for t in self.tasks)),
+            "variants": [c.name for c in self.codecs],
+            # a variant's definition, so an edited spec file under the same name is not mixed in
+            "variant_steps": {c.name: stable_hash(codec_steps(c), 8) for c in self.codecs},
+            "tasks": stable_hash(sorted(t.id for t in self.tasks)),
             "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition.value,
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
         }

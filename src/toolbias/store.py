@@ -47,6 +47,18 @@ def stable_hash(value: Any, n: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"settings": {"generate": {"temperature": 0}}}`` -> ``{"settings.generate.temperature": 0}``,
+    so a changed configuration is explained setting by setting."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def record_json(value: Any) -> str:
     """JSON text for a stored record. Model output may hold lone surrogates (a broken ``\\ud83d``
     escape), which SQLite and UTF-8 files refuse: such records are written with ASCII escapes,
@@ -152,9 +164,9 @@ class Store:
             self.db.commit()
             return
         if row[1] != h:
-            old = json.loads(row[0])
-            diffs = [f"{k}: stored {old.get(k)!r} != now {config.get(k)!r}"
-                     for k in sorted(set(old) | set(config)) if old.get(k) != config.get(k)]
+            old, new = _flatten(json.loads(row[0])), _flatten(json.loads(config_json))
+            diffs = [f"{k}: stored {old.get(k)!r} != now {new.get(k)!r}"
+                     for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
             raise StoreError(
                 "this study was run with a different configuration:\n  " + "\n  ".join(diffs[:10]),
                 where=f"{self.path} (study '{name}')",

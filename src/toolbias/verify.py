@@ -202,6 +202,23 @@ def _decode_all(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[
     return decoded, [f.to_dict() for f in session.finish()]
 
 
+def same_json(x: Any, y: Any) -> bool:
+    """Exact JSON equality (``1``, ``1.0`` and ``true`` differ), as ``NativeAction`` keys compare."""
+    if type(x) is not type(y):
+        return False
+    if type(x) is dict:
+        return x.keys() == y.keys() and all(same_json(v, y[k]) for k, v in x.items())
+    if type(x) is list:
+        return len(x) == len(y) and all(same_json(a, b) for a, b in zip(x, y, strict=True))
+    return bool(x == y)
+
+
+def same_actions(got: Sequence[NativeAction], want: Sequence[NativeAction]) -> bool:
+    return len(got) == len(want) and all(
+        g.domain == w.domain and g.tool == w.tool and same_json(dict(g.arguments), dict(w.arguments))
+        for g, w in zip(got, want, strict=True))
+
+
 def _executed(decoded: Sequence[Decoded]) -> list[NativeAction]:
     return [a for d in decoded if d.outcome is Outcome.NATIVE for a in d.actions]
 
@@ -247,7 +264,7 @@ def check_roundtrip(codec: Codec, catalog: Catalog, domain: str, actions: Sequen
     got = _executed(first)
     if rejected:
         result.fail(f"{what}: {rejected[0].call.name} rejected ({rejected[0].message}) in {_fmt(calls)}")
-    elif [a.key() for a in got] != [a.key() for a in actions]:
+    elif not same_actions(got, actions):
         result.fail(f"decode(encode({what})) gave {[str(a) for a in got]} via {_fmt(calls)}")
     elif flags:
         result.fail(f"{what}: finish() raised flags {flags} after {_fmt(calls)}")
@@ -332,13 +349,30 @@ def check_schema(codec: Codec, catalog: Catalog, result: VerifyResult) -> None:
             result.fail(f"domain {d.name}: tool name(s) listed twice {dup[:5]}")
 
 
+#: coverage actions of a tool under some cut points, shared by the variants of one run
+_Coverage = dict[tuple[str, str], list[NativeAction]]
+
+
+def _coverage(tool: Tool, cuts: Mapping[str, Sequence[float]], cache: _Coverage | None) -> list[NativeAction]:
+    mine = {p: tuple(cuts[p]) for p in tool.properties if p in cuts}
+    key = (tool.uid, canonical_json(mine))
+    if cache is not None and key in cache:
+        return cache[key]
+    actions = coverage_actions(tool, mine)
+    if cache is not None:
+        cache[key] = actions
+    return actions
+
+
 def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 2, seed: int = 0,
-                 max_actions_per_tool: int | None = None, determinism: str = "first") -> VerifyResult:
+                 max_actions_per_tool: int | None = None, determinism: str = "first",
+                 cache: _Coverage | None = None) -> VerifyResult:
     """Verify an already built codec (see the module doc).
 
     ``probes``: perturbed sequences decoded per tool (0 turns closure probing off).
     ``determinism``: ``"first"`` (default) decodes each tool's first coverage action and each
-    domain's multi-action sequence twice, ``"all"`` every round trip."""
+    domain's multi-action sequence twice, ``"all"`` every round trip. ``cache``: a dict shared
+    by several calls on one catalog (coverage actions are computed once)."""
     catalog = catalog or codec.catalog
     start = time.perf_counter()
     result = VerifyResult(codec.name, functions=codec.function_count())
@@ -348,7 +382,7 @@ def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 
     for domain in catalog.domains:
         firsts: list[NativeAction] = []
         for tool in domain.tools:
-            actions = coverage_actions(tool, cuts)
+            actions = _coverage(tool, cuts, cache)
             if max_actions_per_tool is not None:
                 actions = actions[:max_actions_per_tool]
             for i, a in enumerate(actions):
@@ -365,7 +399,8 @@ def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 
 
 
 def verify_variant(catalog: Catalog, spec: VariantSpec, *, probes: int = 2, seed: int = 0,
-                   max_actions_per_tool: int | None = None, determinism: str = "first") -> VerifyResult:
+                   max_actions_per_tool: int | None = None, determinism: str = "first",
+                   cache: _Coverage | None = None) -> VerifyResult:
     """Build ``spec`` on ``catalog`` and verify it; a variant that cannot be built fails."""
     start = time.perf_counter()
     try:
@@ -376,7 +411,7 @@ def verify_variant(catalog: Catalog, spec: VariantSpec, *, probes: int = 2, seed
         r.seconds = time.perf_counter() - start
         return r
     result = verify_codec(codec, catalog, probes=probes, seed=seed, max_actions_per_tool=max_actions_per_tool,
-                          determinism=determinism)
+                          determinism=determinism, cache=cache)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -384,9 +419,12 @@ def verify_variant(catalog: Catalog, spec: VariantSpec, *, probes: int = 2, seed
 _WORKER_CATALOG: Catalog | None = None
 
 
+_WORKER_CACHE: _Coverage = {}
+
+
 def _verify_in_worker(spec: VariantSpec, kwargs: dict[str, Any]) -> VerifyResult:
     assert _WORKER_CATALOG is not None
-    return verify_variant(_WORKER_CATALOG, spec, **kwargs)
+    return verify_variant(_WORKER_CATALOG, spec, cache=_WORKER_CACHE, **kwargs)
 
 
 def verify_all(catalog: Catalog, specs: Iterable[VariantSpec] | None = None, *, jobs: int = 1,
@@ -403,12 +441,14 @@ def verify_all(catalog: Catalog, specs: Iterable[VariantSpec] | None = None, *, 
         from concurrent.futures import ProcessPoolExecutor
 
         if "fork" in multiprocessing.get_all_start_methods():
+            kwargs.pop("cache", None)
             _WORKER_CATALOG = catalog  # inherited by the forked workers, never pickled
             try:
                 with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
                     return list(pool.map(_verify_in_worker, chosen, [kwargs] * len(chosen)))
             finally:
                 _WORKER_CATALOG = None
+    kwargs.setdefault("cache", {})
     return [verify_variant(catalog, s, **kwargs) for s in chosen]
 
 

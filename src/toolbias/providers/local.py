@@ -243,7 +243,8 @@ class LocalProvider(ModelAPI):
         self._llm: Any = None
         self._template: ChatTemplate | None = None
         self._grammars: dict[tuple[str, ...], Any] = {}
-        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._prefixes: dict[str, tuple[int, ...]] = {}
         self._file_sha: str | None = None
         self._lock = threading.Lock()
         self._alock: asyncio.Lock | None = None
@@ -312,13 +313,18 @@ class LocalProvider(ModelAPI):
             self._load()
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Free the model's memory (a later request loads it again)."""
         with self._lock:
             if self._llm is not None:
                 close = getattr(self._llm, "close", None)
                 if close:
                     close()
                 self._llm = None
-                self._states.clear()
+            self._states.clear()
+            self._prefixes.clear()
 
     # -- generation -----------------------------------------------------------
 
@@ -348,11 +354,12 @@ class LocalProvider(ModelAPI):
             if len(tokens) >= self.n_ctx:
                 raise InfraError(f"the prompt has {len(tokens)} tokens, more than the local model's context "
                                  f"window n_ctx={self.n_ctx}; pass a larger n_ctx", retryable=False)
+            prefix = self._prefix_tokens(llm, messages, tools) if self.max_prefix_states else ()
             if not reuse_prefix:
                 llm.reset()
                 self._states.clear()
             else:
-                self._restore_prefix(llm, tokens, messages, tools)
+                self._restore_prefix(llm, tokens, prefix)
             reused = self._reusable(llm, tokens)
             grammar = None
             if tool_choice == "required" and tools:
@@ -368,7 +375,7 @@ class LocalProvider(ModelAPI):
                 llm.reset()
                 raise InfraError(f"llama.cpp failed to generate: {exc}", retryable=False) from None
             if reuse_prefix:
-                self._save_prefix(llm, tokens, messages, tools)
+                self._save_prefix(llm, tokens, prefix)
             latency = time.perf_counter() - t0
         text: str = result["choices"][0]["text"]
         usage = result.get("usage") or {}
@@ -415,23 +422,27 @@ class LocalProvider(ModelAPI):
         """The tokens of the system message + tools part of the prompt (the part episodes share)."""
         assert self._template is not None
         head = [m for m in messages[:1] if m.get("role") == "system"]
+        key = json.dumps([head, tools], sort_keys=True, default=str)
+        cached = self._prefixes.get(key)
+        if cached is not None:
+            return cached
         probe = head + [{"role": "user", "content": "\x00"}]
         text = self._template.render(probe, tools or None, add_generation_prompt=False)
         cut = text.find("\x00")
-        if cut <= 0:
-            return ()
-        prefix = text[:cut]
+        prefix_text = text[:cut] if cut > 0 else ""
         # stop at the last special-token boundary so tokenisation matches the full prompt's
-        boundary = prefix.rfind("<|im_start|>")
+        boundary = prefix_text.rfind("<|im_start|>")
         if boundary > 0:
-            prefix = prefix[:boundary]
-        return tuple(llm.tokenize(prefix.encode("utf-8"), add_bos=False, special=True))
+            prefix_text = prefix_text[:boundary]
+        prefix = tuple(llm.tokenize(prefix_text.encode("utf-8"), add_bos=False, special=True)) if prefix_text else ()
+        self._prefixes[key] = prefix
+        if len(self._prefixes) > 64:
+            self._prefixes.pop(next(iter(self._prefixes)))
+        return prefix
 
-    def _restore_prefix(self, llm: Any, tokens: list[int], messages: list[Message],
-                        tools: list[dict[str, Any]]) -> None:
+    def _restore_prefix(self, llm: Any, tokens: list[int], prefix: tuple[int, ...]) -> None:
         if not self.max_prefix_states:
             return
-        prefix = self._prefix_tokens(llm, messages, tools)
         if len(prefix) < 32 or tuple(tokens[: len(prefix)]) != prefix:
             return
         if self._reusable(llm, tokens) >= len(prefix) - 1:
@@ -447,11 +458,9 @@ class LocalProvider(ModelAPI):
             self.max_prefix_states = 0
             self._states.clear()
 
-    def _save_prefix(self, llm: Any, tokens: list[int], messages: list[Message],
-                     tools: list[dict[str, Any]]) -> None:
+    def _save_prefix(self, llm: Any, tokens: list[int], prefix: tuple[int, ...]) -> None:
         if not self.max_prefix_states:
             return
-        prefix = self._prefix_tokens(llm, messages, tools)
         if (len(prefix) < 32 or prefix in self._states or tuple(tokens[: len(prefix)]) != prefix
                 or llm.n_tokens < len(prefix)):
             return

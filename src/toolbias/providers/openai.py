@@ -100,7 +100,7 @@ class OpenAIProvider(ModelAPI):
 
     def __init__(self, arg: str = "", *, base_url: str | list[str] | None = None,
                  base_urls: list[str] | tuple[str, ...] | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_connections: int = 256, extra_body: dict[str, Any] | None = None,
+                 timeout: float | None = 120.0, max_connections: int | None = 256, extra_body: dict[str, Any] | None = None,
                  **options: Any) -> None:
         if options:
             raise ProviderError(f"unknown option(s) for openai models: {', '.join(sorted(options))}",
@@ -127,8 +127,8 @@ class OpenAIProvider(ModelAPI):
                                     fix="set OPENAI_API_KEY, or pass --base-url for a local server")
             key = PLACEHOLDER_KEY
         self._api_key = key
-        self.timeout = float(timeout)
-        self.max_connections = int(max_connections)
+        self.timeout = float(timeout) if timeout else 120.0
+        self.max_connections = int(max_connections) if max_connections else 256
         self.extra_body = dict(extra_body) if extra_body else None
         self._clients: dict[str, Any] = {}
         self._turn = itertools.count()
@@ -183,7 +183,7 @@ class OpenAIProvider(ModelAPI):
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
         url = self.next_url()
-        request: dict[str, Any] = {"model": self.model, "messages": messages,
+        request: dict[str, Any] = {"model": self.model, "messages": _wire_messages(messages),
                                    "temperature": config.temperature, "max_tokens": config.max_tokens}
         if config.top_p is not None:
             request["top_p"] = config.top_p
@@ -314,6 +314,25 @@ class OpenAIProvider(ModelAPI):
                 raise ProviderError(f"the server at {url} refused a test request for '{self.model}' "
                                     f"(HTTP {exc.status_code}): {_error_detail(exc)}") from None
             # a busy or flaky server is the wrapper's business, not a configuration error
+
+
+def _wire_messages(messages: list[Message]) -> list[Message]:
+    """Messages as the API expects them: tool-call arguments as JSON strings (copied only if needed)."""
+    out = messages
+    for i, m in enumerate(messages):
+        calls = m.get("tool_calls")
+        if not calls or all(isinstance((c.get("function") or {}).get("arguments"), str) for c in calls):
+            continue
+        if out is messages:
+            out = list(messages)
+        fixed = []
+        for c in calls:
+            fn = dict(c.get("function") or {})
+            if not isinstance(fn.get("arguments"), str):
+                fn["arguments"] = json.dumps(fn.get("arguments") or {}, ensure_ascii=False)
+            fixed.append({**c, "function": fn})
+        out[i] = {**m, "tool_calls": fixed}
+    return out
 
 
 def _error_detail(exc: Any) -> str:

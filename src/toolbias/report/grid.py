@@ -63,6 +63,8 @@ class ReportData:
     variants: list[str]
     catalogs: list[str]
     notes: list[str] = field(default_factory=list)
+    #: the study filter the report was built with (None: every study in the store)
+    study: str | None = None
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -190,6 +192,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     try:
         df = episodes_dataframe(st, kind="task")
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
+        infra = st.count("infra_error")
     finally:
         if own:
             st.close()
@@ -197,6 +200,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         df = df[df["study"] == study]
         probe_rows = [r for r in probe_rows if r["study"].startswith(study)]
     notes: list[str] = []
+    if infra:
+        notes.append(f"{infra} episodes ended in infrastructure errors and are left out; re-run the same "
+                     "command to retry them")
     seed, n_res, conf = settings.seed, settings.n_resamples, settings.confidence
     cells = cell_stats(df, seed=seed, n_resamples=n_res, confidence=conf)
     models = list(dict.fromkeys([str(m) for m in df["model"]] + [str(r["model"]) for r in probe_rows]))
@@ -230,7 +236,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
-        catalogs=catalogs, notes=notes)
+        catalogs=catalogs, notes=notes, study=study)
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
@@ -260,7 +266,7 @@ class EpisodeView:
 
 
 def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: int = 1,
-                    limit: int = 2000) -> tuple[list[EpisodeView], int]:
+                    limit: int = 1000, study: str | None = None) -> tuple[list[EpisodeView], int]:
     """Episodes worth showing: per cell (and kind), up to ``per_mode`` of each failure mode
     (so every mode present appears) and ``successes`` successes; at most ``limit`` in all.
     Returns the views and how many finished episodes were left out."""
@@ -271,15 +277,34 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
         counts: dict[tuple[Any, ...], int] = {}
         total = 0
         for r in st.rows(kind=None, with_record=False):
+            if study is not None and not r.study.startswith(study):
+                continue
             total += 1
             slot = (r.kind, r.model, r.variant, r.control, r.condition, r.failure_mode if not r.success else "+")
             cap = successes if r.success else per_mode
             if counts.get(slot, 0) < cap:
                 counts[slot] = counts.get(slot, 0) + 1
                 chosen.append(r)
-        # failures first, so a limit never hides a mode
-        chosen.sort(key=lambda r: bool(r.success))
-        chosen = chosen[:limit]
+        # a limit never hides a mode: first the first episode of every failure mode, then the
+        # first of every (cell, mode), then other failures, then successes
+        seen_modes: set[str] = set()
+        seen_slots: set[tuple[Any, ...]] = set()
+        ranks = []
+        for r in chosen:
+            slot = (r.kind, r.model, r.variant, r.control, r.condition, r.failure_mode)
+            if r.success:
+                rank = 3
+            elif str(r.failure_mode) not in seen_modes:
+                rank = 0
+            elif slot not in seen_slots:
+                rank = 1
+            else:
+                rank = 2
+            seen_modes.add(str(r.failure_mode))
+            seen_slots.add(slot)
+            ranks.append(rank)
+        order = sorted(range(len(chosen)), key=lambda i: (ranks[i], i))
+        chosen = [chosen[i] for i in order[:limit]]
         views = []
         for i in range(0, len(chosen), 500):
             batch = chosen[i:i + 500]

@@ -49,7 +49,7 @@ a { color: #1f5fbf; text-decoration: none; } a:hover { text-decoration: underlin
 table { border-collapse: collapse; margin: 8px 0 14px; background: #fff; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: top; text-align: left; }
 th { background: #f1f4f9; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .muted { color: var(--muted); } .ok { color: var(--ok); font-weight: 600; } .bad { color: var(--bad); font-weight: 600; }
 .cell .rate { font-size: 16px; font-weight: 700; }
 .bar { display: flex; height: 10px; width: 140px; border: 1px solid #888; background: #fff; margin: 3px 0; }
@@ -386,12 +386,13 @@ def selection_fragments(store: str) -> list[tuple[str, str]]:
 
 
 def render_html(data: ReportData, store: str | Path | Store | None = None, *, per_mode: int = 5,
-                successes: int = 1, limit: int = 2000, figures: bool | Mapping[str, bytes] = True,
+                successes: int = 1, limit: int = 1000, figures: bool | Mapping[str, bytes] = True,
                 fragments: Sequence[tuple[str, str]] | None = None, classes: Mapping[str, str] | None = None) -> str:
     """The report as one HTML string. ``figures``: True renders them, False leaves them out,
     a mapping (name -> PNG bytes, e.g. files ``save_figures`` wrote) embeds those."""
     source: str | Path | Store = store if store is not None else data.store
-    episodes, left_out = select_episodes(source, per_mode=per_mode, successes=successes, limit=limit)
+    episodes, left_out = select_episodes(source, per_mode=per_mode, successes=successes, limit=limit,
+                                         study=data.study)
     if classes is None:
         classes = _classes(data)
     if isinstance(figures, Mapping):

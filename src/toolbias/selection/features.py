@@ -166,7 +166,7 @@ def _records(table: Any) -> list[dict[str, Any]]:
 
 
 def explain(bench: Benchmark, rates: Mapping[str, Sequence[float]], *, similarity: str | SimilarityFn = "minilm",
-            seed: int = 0, n_estimators: int = 200, table: Any = None) -> Explanation:
+            seed: int = 0, n_estimators: int = 100, n_repeats: int = 10, table: Any = None) -> Explanation:
     """Fit the feature models to selection ``rates`` (cluster -> per-API rates, canonical order)."""
     try:
         from scipy import stats
@@ -214,7 +214,7 @@ def explain(bench: Benchmark, rates: Mapping[str, Sequence[float]], *, similarit
         scores = cross_val_score(forest, xz, y, cv=folds, scoring="r2")
         cv_r2, cv_std = float(np.mean(scores)), float(np.std(scores))
         forest.fit(xz, y)
-        imp = permutation_importance(forest, xz, y, n_repeats=20, random_state=seed, n_jobs=1)
+        imp = permutation_importance(forest, xz, y, n_repeats=n_repeats, random_state=seed, n_jobs=1)
         importance = {f: {"mean": float(m), "std": float(s)}
                       for f, m, s in zip(used, imp.importances_mean, imp.importances_std, strict=True)}
     else:

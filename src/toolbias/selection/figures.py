@@ -41,7 +41,7 @@ def _figure(width: float, height: float) -> Figure:
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return Figure(figsize=(width, height), dpi=100)
 
 
 def save(fig: Figure, path: str | Path) -> Path:

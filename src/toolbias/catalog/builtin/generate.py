@@ -387,7 +387,7 @@ def render_colloquial(rng: random.Random, spec: DomainSpec, tool: Mapping[str, A
 
 
 _SINGULAR = re.compile(
-    r"\b(1|one)( extra)? (minute|hour|step|pass|second|month|day|notch|rinse|degree|kilometer|calorie|millilitre|"
+    r"(?<![-\w.])(1|one)( extra)? (minute|hour|step|pass|second|month|day|notch|rinse|degree|kilometer|calorie|millilitre|"
     r"millimetre|kelvin)(es|s)\b")
 _ARTICLE = re.compile(r"\b([Aa]) (?=([aeiouAEIOU]|8|11\b|18\b))(?!(?i:one\b|uni|usb|use|eu))")
 
@@ -422,7 +422,8 @@ def join_colloquial(rng: random.Random, spec: DomainSpec, parts: Sequence[str]) 
         lead = rng.choice(GREETINGS) + rng.choice(("! ", ", ", ". "))
     if lead.endswith(", "):
         # mid-sentence: keep the phrase's own casing ("Hey, set the ...", "Hey, Maria is ...")
-        frame = frame[:1].lower() + frame[1:] if not frame.startswith("{") else frame
+        if not frame.startswith(("{", "I ", "I'")):
+            frame = frame[:1].lower() + frame[1:]
         text = frame.replace("{Body}", body).replace("{body}", body)
     else:
         text = frame.replace("{Body}", _capitalize(body)).replace("{body}", body)

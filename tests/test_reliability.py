@@ -1,0 +1,387 @@
+"""Reliability: SIGKILL and resume, a faulty server, and changed configurations on resume.
+
+- ``toolbias run`` is SIGKILLed at random moments and re-run with the same command until
+  it finishes: the store ends with exactly one finished record per episode key and the
+  same results as an uninterrupted run (oracle in process, and a deterministic model
+  behind the loopback OpenAI-compatible server).
+- A loopback server injects faults (5xx, 429 with and without Retry-After, timeouts,
+  dropped connections, truncated JSON, empty choices) at 20%: the study completes,
+  retries are bounded and logged, exhausted retries are stored as ``infra_error`` (never
+  as model failures) and re-run on resume.
+- Resuming with another variant set, catalog, model setting or task set is refused with
+  the differences named.
+
+``bench/faults.py`` runs the same checks at full size and prints figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servers import FAULTS, FakeOpenAIServer, Reply
+from toolbias.catalog import Catalog, load_catalog
+from toolbias.codec import Codec
+from toolbias.errors import StoreError
+from toolbias.providers import make_provider
+from toolbias.providers.wrapper import ProviderWrapper, RetryPolicy
+from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.store import Store
+from toolbias.variants import build_codec, resolve_variants
+
+TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))
+#: two of the paper's representative variants: a plain one and a cross-call protocol
+VARIANTS = "native,transaction"
+#: the catalog the studies run on (the built-in one; another spec for a quick local check)
+CATALOG = os.environ.get("TOOLBIAS_RELIABILITY_CATALOG", "builtin")
+#: record fields that are timings, not results
+TIMINGS = ("wall_s", "model_latency_s")
+
+
+# --------------------------------------------------------------------------- a deterministic model over HTTP
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class HttpOracle:
+    """A deterministic model for the loopback server (``FakeOpenAIServer(responder=...)``).
+
+    It recognises the task by the user query and the variant by the tool list, and plays
+    the gold through the codec as the oracle does, except that a fixed share of tasks
+    (picked by a hash of the task id) is damaged: the last call dropped, or an argument
+    value changed. So results hold successes and several failure modes, and depend on
+    nothing but the request.
+    """
+
+    def __init__(self, catalog: Catalog, codecs: Sequence[Codec], flawed: float = 0.3) -> None:
+        self.by_query = {}
+        for t in catalog.tasks:
+            self.by_query.setdefault(t.query, t)
+        self.by_tools: dict[str, Codec] = {}
+        for codec in codecs:
+            for d in catalog.domains:
+                self.by_tools.setdefault(_canon(codec.schema(d.name)), codec)
+        self.flawed = flawed
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body.get("messages") or []
+        if not messages or messages[-1].get("role") != "user":
+            return Reply.text("Done.")
+        task = self.by_query.get(messages[-1].get("content"))
+        codec = self.by_tools.get(_canon(body.get("tools") or []))
+        if task is None or codec is None:
+            return Reply.text("I cannot do that with these tools.")
+        calls = [(c.name, dict(c.arguments)) for c in codec.encode(task.gold)]
+        h = int(hashlib.sha256(task.id.encode()).hexdigest()[:8], 16) % 1000 / 1000
+        if h < self.flawed / 2 and len(calls) > 1:
+            calls = calls[:-1]                                   # under-execution
+        elif h < self.flawed:
+            name, args = calls[-1]
+            for k, v in args.items():
+                if isinstance(v, (str, int)) and not isinstance(v, bool):
+                    args[k] = v + 1 if isinstance(v, int) else v + "_x"  # a wrong value
+                    break
+            calls[-1] = (name, args)
+        return Reply.calls(*calls)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def comparable(path: Path | str) -> dict[str, tuple[Any, ...]]:
+    """key -> everything stored about the episode except timings; checks one row per episode."""
+    with Store(path) as s:
+        rows = list(s.rows(status=None))
+        dup_keys = s.db.execute("SELECT key FROM episodes GROUP BY key HAVING COUNT(*) > 1").fetchall()
+        dup_cells = s.db.execute("SELECT study, variant, task_id, COUNT(*) FROM episodes "
+                                 "GROUP BY study, variant, task_id HAVING COUNT(*) > 1").fetchall()
+        integrity = s.db.execute("PRAGMA integrity_check").fetchone()[0]
+    assert integrity == "ok", integrity
+    assert not dup_keys and not dup_cells, (dup_keys[:5], dup_cells[:5])
+    out = {}
+    for r in rows:
+        record = {k: v for k, v in r.record.items() if k not in TIMINGS}
+        out[r.key] = (r.status, r.variant, r.task_id, r.success, r.failure_mode, r.termination, r.n_executed,
+                      r.n_rejections, r.turns, r.prompt_tokens, r.completion_tokens, _canon(record))
+    return out
+
+
+def done_count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(path, timeout=30) as db:
+            return int(db.execute("SELECT COUNT(*) FROM episodes WHERE status='done'").fetchone()[0])
+    except sqlite3.OperationalError:  # killed before the schema was written
+        return 0
+
+
+def kill_and_resume(cmd: list[str], store: Path, *, kills: int, window: tuple[float, float], seed: int,
+                    env: dict[str, str] | None = None, timeout: float = 600) -> list[tuple[float, int]]:
+    """Start ``cmd``, SIGKILL it after a random delay, ``kills`` times, then let it finish.
+    Returns (delay, finished episodes after the kill) per kill; asserts nothing is ever lost."""
+    rnd = random.Random(seed)
+    history: list[tuple[float, int]] = []
+    before = done_count(store)
+    for _ in range(kills):
+        delay = rnd.uniform(*window)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        else:  # it finished before the kill: nothing left to interrupt
+            assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+            break
+        finally:
+            if proc.stderr:
+                proc.stderr.close()
+        now = done_count(store)
+        assert now >= before, f"finished episodes went from {before} to {now} after a SIGKILL"
+        history.append((delay, now))
+        before = now
+    final = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    assert final.returncode == 0, final.stderr[-3000:]
+    return history
+
+
+# --------------------------------------------------------------------------- SIGKILL and resume
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    cat = load_catalog(CATALOG)
+    if len(cat.tasks) < 1000:
+        pytest.skip(f"the catalog {CATALOG} has {len(cat.tasks)} tasks; these tests need 1000")
+    return cat
+
+
+def test_sigkill_and_resume_oracle(tmp_path: Path, catalog: Catalog) -> None:
+    """2,000 oracle episodes; SIGKILL at random moments 4 times; identical to an uninterrupted run."""
+    base = [TOOLBIAS, "run", "--model", "oracle", "--catalog", CATALOG, "--variants", VARIANTS,
+            "--tasks", "1000", "--concurrency", "8"]
+    ref, killed = tmp_path / "ref.db", tmp_path / "killed.db"
+    t0 = time.perf_counter()
+    subprocess.run(base + ["--store", str(ref)], check=True, capture_output=True)
+    full = time.perf_counter() - t0
+    history = kill_and_resume(base + ["--store", str(killed)], killed, kills=4, window=(0.2, full), seed=7)
+    expected, got = comparable(ref), comparable(killed)
+    assert len(expected) == 2000
+    assert got == expected
+    assert any(0 < n < 2000 for _, n in history) or not history, history  # some kill fell mid-run
+
+
+def test_sigkill_and_resume_loopback(tmp_path: Path, catalog: Catalog) -> None:
+    """The same against the loopback OpenAI-compatible server with a deterministic model."""
+    codecs = [build_codec(catalog, s) for s in resolve_variants(VARIANTS)]
+    with FakeOpenAIServer(responder=HttpOracle(catalog, codecs)) as server:
+        base = [TOOLBIAS, "run", "--model", "openai:fake-model", "--base-url", server.base_url, "--catalog",
+                CATALOG, "--variants", VARIANTS, "--tasks", "150", "--concurrency", "8"]
+        ref, killed = tmp_path / "ref.db", tmp_path / "killed.db"
+        t0 = time.perf_counter()
+        subprocess.run(base + ["--store", str(ref)], check=True, capture_output=True)
+        full = time.perf_counter() - t0
+        kill_and_resume(base + ["--store", str(killed)], killed, kills=3, window=(0.3, full), seed=11)
+    expected, got = comparable(ref), comparable(killed)
+    assert len(expected) == 300 and got == expected
+    successes = sum(1 for v in expected.values() if v[3])
+    modes = {v[4] for v in expected.values() if v[4]}
+    assert 0 < successes < 300 and len(modes) >= 2, (successes, modes)  # a mixed result, not all-or-nothing
+
+
+# --------------------------------------------------------------------------- a faulty server
+
+#: every fault kind the loopback server knows; timeouts hang 2 s against a 0.3 s client timeout
+FAST_RETRY = RetryPolicy(attempts=8, initial_wait=0.001, max_wait=0.02)
+
+
+def _faulty_study(server: FakeOpenAIServer, catalog: Catalog, tasks: int, retry: RetryPolicy,
+                  store: Path) -> tuple[Any, ProviderWrapper]:
+    provider = make_provider("openai:fake-model", base_url=server.base_url, timeout=0.3)
+    model = ProviderWrapper(provider, concurrency=16, retry=retry)
+    cfg = StudyConfig(model="openai:fake-model", catalog=CATALOG, variants=VARIANTS, tasks=tasks, concurrency=16)
+    study = build_study(cfg, model)
+    return run_study(study, str(store)), model
+
+
+@pytest.fixture
+def faulty_server(catalog: Catalog) -> Any:
+    codecs = [build_codec(catalog, s) for s in resolve_variants(VARIANTS)]
+    with FakeOpenAIServer(responder=HttpOracle(catalog, codecs), fault_rate=0.2, faults=FAULTS, seed=3,
+                          retry_after=0.01, hang_s=2.0) as server:
+        yield server
+
+
+def test_faults_at_20_percent_study_completes(tmp_path: Path, catalog: Catalog, faulty_server: FakeOpenAIServer,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="toolbias.providers")
+    prog, model = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "f.db")
+    if prog.infra_errors:  # 8 failures in a row: possible (p ~ 3e-6 a turn), and then a resume finishes it
+        prog, _ = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "f.db")
+    assert prog.total == 120 and prog.infra_errors == 0
+    faults = sum(n for k, n in faulty_server.counts.items() if k != "reply")
+    assert faults >= 10 and set(faulty_server.counts) - {"reply"} >= {"http503", "drop", "truncated"}
+    # bounded: never more tries per call than the policy allows; logged: one warning per retry
+    stats = model.stats
+    assert 0 < stats.retries <= stats.calls * (FAST_RETRY.attempts - 1)
+    assert stats.calls + stats.retries == sum(faulty_server.counts.values())
+    retry_logs = [r for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(retry_logs) == stats.retries
+    # results equal those of a fault-free server
+    faulty_server.fault_rate = 0.0
+    _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "clean.db")
+    assert comparable(tmp_path / "f.db") == comparable(tmp_path / "clean.db")
+
+
+def test_exhausted_retries_are_infra_errors_and_rerun_on_resume(tmp_path: Path, catalog: Catalog,
+                                                               faulty_server: FakeOpenAIServer) -> None:
+    store = tmp_path / "f.db"
+    faulty_server.fault_rate = 0.5
+    prog, model = _faulty_study(faulty_server, catalog, 60, RetryPolicy(attempts=2, initial_wait=0.001,
+                                                                          max_wait=0.002), store)
+    assert prog.total == 120 and prog.infra_errors > 0 and model.stats.failures >= prog.infra_errors
+    with Store(store) as s:
+        infra = list(s.rows(status="infra_error"))
+        done_before = {r.key: r.created for r in s.rows(status="done", with_record=False)}
+    assert len(infra) == prog.infra_errors
+    for r in infra:  # kept apart from model failures: no score, no failure mode, the fault named
+        assert r.success is None and r.failure_mode is None and r.termination == "infra_error"
+        assert any(w in r.record["infra_error"] for w in ("HTTP", "timed out", "connection", "unreadable",
+                                                           "no choices", "transport"))
+    # resume against a healthy server: only the infra errors run again
+    faulty_server.fault_rate = 0.0
+    requests_before = len(faulty_server.requests)
+    prog2, _ = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, store)
+    assert prog2.skipped == len(done_before) and prog2.infra_errors == 0
+    assert len(faulty_server.requests) - requests_before <= 2 * len(infra)  # at most 2 turns each
+    with Store(store) as s:
+        after = {r.key: r.created for r in s.rows(status="done", with_record=False)}
+        assert s.count("infra_error") == 0 and len(after) == 120
+    assert all(after[k] == c for k, c in done_before.items())  # finished ones untouched
+    _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "clean.db")
+    assert comparable(store) == comparable(tmp_path / "clean.db")
+
+
+def test_infra_error_mid_episode_is_not_a_model_failure(tmp_path: Path, catalog: Catalog) -> None:
+    """A fault on the second turn, after calls executed, still stores infra_error (no score)."""
+    codecs = [build_codec(catalog, s) for s in resolve_variants("native")]
+    oracle = HttpOracle(catalog, codecs, flawed=0.0)
+
+    def responder(body: dict[str, Any]) -> Reply | dict[str, Any]:
+        if body["messages"][-1]["role"] == "tool":
+            return {"choices": []}  # every second turn: empty choices
+        return oracle(body)
+
+    with FakeOpenAIServer(responder=responder) as server:
+        provider = make_provider("openai:fake-model", base_url=server.base_url, timeout=5)
+        model = ProviderWrapper(provider, retry=RetryPolicy(attempts=2, initial_wait=0.001, max_wait=0.002))
+        cfg = StudyConfig(model="openai:fake-model", catalog=CATALOG, variants="native", tasks=5)
+        prog = run_study(build_study(cfg, model), str(tmp_path / "s.db"))
+    assert prog.infra_errors == 5
+    with Store(tmp_path / "s.db") as s:
+        rows = list(s.rows(status="infra_error"))
+    assert len(rows) == 5 and all(r.success is None and r.failure_mode is None for r in rows)
+    assert all(r.record["executed"] for r in rows)  # calls ran before the fault; still not scored
+
+
+# --------------------------------------------------------------------------- changed configuration on resume
+
+
+def _run(args: list[str], store: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    if "--catalog" not in args:
+        args = ["--catalog", CATALOG, *args]
+    return subprocess.run([TOOLBIAS, "run", "--model", "oracle", "--store", str(store), *args],
+                          capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("changed, expect", [
+    (["--variants", "native,fully_merged"], ["variants: stored ['native'] != now ['native', 'fully_merged']"]),
+    (["--tasks", "8"], ["n_tasks: stored 5 != now 8"]),
+    (["--temperature", "0.7"], ["settings.generate.temperature: stored 0.0 != now 0.7"]),
+    (["--max-tokens", "64"], ["settings.generate.max_tokens: stored 512 != now 64"]),
+    (["--turn-limit", "4"], ["turn_limit: stored 16 != now 4"]),
+    (["--seed", "3"], ["seed: stored 0 != now 3"]),
+])
+def test_changed_configuration_is_refused_and_explained(tmp_path: Path, catalog: Catalog, changed: list[str],
+                                                        expect: list[str]) -> None:
+    store = tmp_path / "s.db"
+    first = _run(["--variants", "native", "--tasks", "5"], store)
+    assert first.returncode == 0, first.stderr
+    args = ["--variants", "native", "--tasks", "5"]
+    for i in range(0, len(changed), 2):  # the changed option replaces or joins the original ones
+        if changed[i] in args:
+            args[args.index(changed[i]) + 1] = changed[i + 1]
+        else:
+            args += changed[i:i + 2]
+    again = _run(args, store)
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.startswith("error:") or "\nerror:" in again.stderr, again.stderr
+    assert "Traceback" not in again.stderr
+    for text in expect:
+        assert text in again.stderr, again.stderr
+    assert "fix: re-run with the original options" in again.stderr
+    with Store(store) as s:
+        assert s.count() == 5  # nothing mixed in
+
+
+def test_changed_catalog_is_refused(tmp_path: Path, catalog: Catalog, toolschemaspace_dir: Path) -> None:
+    store = tmp_path / "s.db"
+    assert _run(["--variants", "native", "--tasks", "3"], store).returncode == 0
+    again = _run(["--variants", "native", "--tasks", "3", "--catalog", f"toolschemaspace:{toolschemaspace_dir}"],
+                 store)
+    assert again.returncode == 2 and f"catalog: stored '{CATALOG.split(':')[0]}" in again.stderr, again.stderr
+
+
+def test_edited_variant_spec_under_the_same_name_is_refused(tmp_path: Path, catalog: Catalog) -> None:
+    spec = tmp_path / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "steps": [{"op": "strip"}]}))
+    store = tmp_path / "s.db"
+    assert _run(["--variants", str(spec), "--tasks", "3"], store).returncode == 0
+    spec.write_text(json.dumps({"name": "mine", "steps": [{"op": "rename", "method": "opaque"}]}))
+    again = _run(["--variants", str(spec), "--tasks", "3"], store)
+    assert again.returncode == 2 and "variant_steps.mine: stored" in again.stderr, again.stderr
+
+
+def test_changed_base_url_or_model_settings_via_api(tmp_path: Path, catalog: Catalog) -> None:
+    """Provider settings (model name, base URLs) are part of the identity too."""
+    store = tmp_path / "s.db"
+    codecs = [build_codec(catalog, s) for s in resolve_variants("native")]
+    with FakeOpenAIServer(models=("fake-model", "other-model"), responder=HttpOracle(catalog, codecs)) as server:
+        def study(model: str) -> Any:
+            provider = make_provider(model, base_url=server.base_url)
+            return build_study(StudyConfig(model=model, catalog=CATALOG, variants="native", tasks=3,
+                                           study="s"), provider)
+
+        run_study(study("openai:fake-model"), str(store))
+        with pytest.raises(StoreError) as err:
+            run_study(study("openai:other-model"), str(store))
+    text = str(err.value)
+    assert "model: stored 'openai:fake-model' != now 'openai:other-model'" in text
+    assert "settings.provider.model: stored 'fake-model' != now 'other-model'" in text
+
+
+def test_the_same_command_resumes_without_work(tmp_path: Path, catalog: Catalog) -> None:
+    store = tmp_path / "s.db"
+    assert _run(["--variants", "native", "--tasks", "20"], store).returncode == 0
+    before = comparable(store)
+    env = dict(os.environ, TOOLBIAS_CONCURRENCY="3")  # an operational knob may change
+    again = _run(["--variants", "native", "--tasks", "20", "--concurrency", "2"], store, env=env)
+    assert again.returncode == 0, again.stderr
+    assert comparable(store) == before
