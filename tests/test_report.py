@@ -245,7 +245,7 @@ def test_terminal_report(study: dict[str, Any]) -> None:
     res = CliRunner().invoke(cli, ["report", "--store", study["store"], "--resamples", "300", "--repeats", "5"])
     assert res.exit_code == 0, res.output
     for text in ("oracle", "scripted", "native", "class_namespace", "100.0", "strict/base", "lenient/base",
-                 "schema-form gap", "compliance probes", "difficulty prediction", "[95% CI]"):
+                 "schema-form gap", "compliance probes", "difficulty prediction", "[95% CI]", "[paired CI]"):
         assert text in res.output, text
 
 

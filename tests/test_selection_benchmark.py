@@ -127,3 +127,21 @@ def test_missing_biasbusters_dir(tmp_path) -> None:
     with pytest.raises(CatalogError) as err:
         load_benchmark(f"biasbusters:{tmp_path}")
     assert "duplicate_api_clusters.json" in str(err.value)
+
+
+@shared
+def test_biasbusters_experiment_mappings() -> None:
+    from toolbias.selection import apply_condition
+
+    bench = load_biasbusters(SHARED)
+    renamed = apply_condition(bench, f"names:{SHARED / 'experiments' / 'tool_to_id_1.json'}")
+    mapping = json.loads((SHARED / "experiments" / "tool_to_id_1.json").read_text())
+    for a, b in zip(bench, renamed, strict=True):
+        for x, y in zip(a.tools, b.tools, strict=True):
+            if x.provider in mapping:
+                assert y.name == toolbench_name(mapping[x.provider], x.metadata["api_name"])
+            assert y.description == x.description
+    swapped = apply_condition(bench, f"desc_swap:{SHARED / 'experiments' / 'desc_swap_1.json'}")
+    changed = sum(x.description != y.description for a, b in zip(bench, swapped, strict=True)
+                  for x, y in zip(a.tools, b.tools, strict=True))
+    assert changed >= 2

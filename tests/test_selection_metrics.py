@@ -203,3 +203,16 @@ def test_random_model_is_near_uniform() -> None:
     records, _ = run_selection(ChooserModel(lambda names, q: rng.randrange(len(names))), bench)
     rep = report_of(records)
     assert rep.delta_api < 0.15 and rep.delta_pos < 0.15
+
+
+def test_noise_floor() -> None:
+    from toolbias.selection.metrics import uniform_noise_floor
+
+    assert uniform_noise_floor(1, 5) == pytest.approx(0.8)          # one draw: always all mass on one option
+    assert uniform_noise_floor(2, 2) == pytest.approx(0.25)         # (0.5 * 0.5 + 0.5 * 0 ...) by hand: 1/2 * 1/2
+    rng = random.Random(0)
+    sims = [tv_from_uniform(list(Counter(rng.randrange(5) for _ in range(300)).get(i, 0) for i in range(5)))
+            for _ in range(400)]
+    assert uniform_noise_floor(300, 5) == pytest.approx(sum(sims) / len(sims), abs=0.004)
+    rep = bias_report([sel("0", "A", i % 5, i % 5) for i in range(10)])
+    assert rep.noise_floor == pytest.approx(uniform_noise_floor(10, 5)) and rep.delta_api == 0.0

@@ -97,3 +97,12 @@ def test_wrapper_cache_key_covers_tool_order(tmp_path) -> None:
     records, _ = run_selection(wrap(CacheableChooser(always_first), cache=cache), BENCH)
     assert all(r.output and r.output["cached"] for r in records)
     assert report_of(records).delta_pos == pytest.approx(0.8)
+
+
+def test_odd_model_text_is_stored(tmp_path) -> None:
+    broken = "\ud83d not valid UTF-8 on its own"
+    with SelectionStore(tmp_path / "s.db") as st:
+        records, summary = run_selection(ChooserModel(lambda names, q: broken), BENCH, store=st)
+        assert summary.unparsed == 20
+        stored = st.records()
+    assert len(stored) == 20 and stored[0].output["content"] == broken

@@ -276,3 +276,78 @@ def test_native_actions_of_mini_catalog_tasks_round_trip_through_every_variant()
             s = c.session(task.domain)
             got: list[NativeAction] = [a for x in c.encode(task.gold) for a in s.decode(x).actions]
             assert got == list(task.gold), name
+
+
+# -- the paper artifact's spec files -----------------------------------------------------
+
+SPECS = TSS / "specs"
+
+
+@needs_tss
+def test_artifact_specs_import_and_verify() -> None:
+    from toolbias.artifact import import_dir
+
+    cat = load_catalog(f"toolschemaspace:{TSS}")
+    imported = import_dir(SPECS, cat)
+    assert len(imported) >= 50
+    by_name = {i.spec.name: i for i in imported}
+    # every arm of the paper's registry that is a spec file imports without loss of kind
+    for name in ("pred", "pack", "s_nodesc", "s_obf", "s_shuffle", "curry", "indirect", "enum1", "enumfull",
+                 "merge_full_flat", "merge_full_nested", "merge_full_union", "mgroup_sem", "mgroup_rand",
+                 "mgroup_anti", "class_neutral", "random_neutral_r0", "anti_class_neutral_r0", "mixed",
+                 "mix_r03_rot0", "mix_r05_union", "merge_sem_union"):
+        imp = by_name[name]
+        assert not imp.unsupported, (name, imp.report())
+        r = verify_variant(cat, imp.spec, probes=0, max_actions_per_tool=1)
+        assert r.ok, (name, r.examples)
+    assert by_name["s_nodesc"].exact and by_name["pred"].exact and by_name["merge_full_union"].exact
+    assert [s["op"] for s in by_name["mixed"].spec.steps] == ["merge", "split", "reference"]
+    assert "indirect" in by_name["curryind"].unsupported  # two protocols cannot be stacked
+
+
+@needs_tss
+def test_artifact_imports_match_the_paper_surface() -> None:
+    from toolbias.artifact import load_spec_file
+
+    cat = load_catalog(f"toolschemaspace:{TSS}")
+    merged = build_codec(cat, load_spec_file(SPECS / "merge_full_flat.json", cat))
+    assert [t.name for t in merged.tools_for("car_cabin")] == ["execute"]
+    pred = build_codec(cat, load_spec_file(SPECS / "pred.json", cat))
+    names = [t.name for t in pred.tools_for("car_cabin")]
+    assert any("75" in n and n.startswith("set_sunroof") for n in names)
+    classes = build_codec(cat, load_spec_file(SPECS / "class_semantic.json", cat))
+    assert sorted(t.name for t in classes.tools_for("car_cabin")) == sorted(
+        json.loads((SPECS / "class_grouping_assignments.json").read_text())["class_names"])
+
+
+@needs_tss
+def test_artifact_unsupported_and_assignment_files_are_refused() -> None:
+    from toolbias import VariantError
+    from toolbias.artifact import load_spec_file
+
+    cat = load_catalog(f"toolschemaspace:{TSS}")
+    with pytest.raises(VariantError, match="indirect x42"):
+        load_spec_file(SPECS / "curryind.json", cat)
+    spec = load_spec_file(SPECS / "curryind.json", cat, partial=True)
+    assert [s["op"] for s in spec.steps] == ["transaction"]
+    with pytest.raises(VariantError, match="assignment file"):
+        load_spec_file(SPECS / "class_grouping_assignments.json", cat)
+
+
+@needs_tss
+def test_cli_shape_and_verify_accept_artifact_specs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "shape", "--catalog", f"toolschemaspace:{TSS}", "--spec", str(SPECS / "curry.json"),
+                        "--domain", "car_cabin")
+    assert code == 0 and json.loads(out)[0]["function"]["name"] == "begin"
+    code, out, _ = _cli(capsys, "verify", "--catalog", f"toolschemaspace:{TSS}", "--spec",
+                        str(SPECS / "indirect.json"), "--probes", "0", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and [v["name"] for v in data["variants"]] == ["indirect"]
+
+
+def test_toolbias_spec_is_not_taken_for_an_artifact_spec() -> None:
+    from toolbias.artifact import is_artifact_spec
+
+    assert not is_artifact_spec({"name": "x", "steps": [{"op": "merge"}]})
+    assert not is_artifact_spec({"ops": [{"op": "merge"}]})
+    assert is_artifact_spec({"ops": [{"op": "curry", "tool": "t", "group": "g"}]})

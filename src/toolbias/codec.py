@@ -21,7 +21,6 @@ from .catalog.model import Catalog, NativeAction, Tool
 from .catalog.validation import arguments_error
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
-
 #: tool-call arguments nested deeper than this are a parse error: real schemas nest a few
 #: levels, and deeper values would exhaust the recursion limit when copied, validated or stored
 MAX_ARGUMENT_DEPTH = 64

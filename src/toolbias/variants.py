@@ -17,6 +17,7 @@ from .catalog.model import Catalog
 from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
+from .operators.base import Layer
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class VariantSpec:
     paper: str | None = None
     #: tags such as "representative", "ladder", "control"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: the file this spec was read from, named in errors (not part of its identity)
+    source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "steps": [dict(s) for s in self.steps], "description": self.description,
@@ -44,9 +47,12 @@ class VariantSpec:
         if not isinstance(steps, list) or not all(isinstance(s, Mapping) and "op" in s for s in steps):
             raise VariantError("'steps' must be a list of objects each with an 'op'", where=where,
                                fix=f"known ops: {', '.join(sorted(OPERATORS))}")
+        tags = d.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise VariantError("'tags' must be a list of strings", where=where, fix='write "tags": ["ladder"]')
         return cls(name=str(d.get("name", Path(where).stem)), steps=tuple(dict(s) for s in steps),
                    description=str(d.get("description", "")), paper=d.get("paper"),
-                   tags=tuple(d.get("tags", ())))
+                   tags=tuple(tags), source=None if where == "<variant spec>" else where)
 
     @classmethod
     def from_file(cls, path: str | Path) -> VariantSpec:
@@ -54,29 +60,38 @@ class VariantSpec:
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise VariantError("file not found", where=str(p)) from None
+            raise VariantError("file not found", where=str(p),
+                               fix="check the path, or name a registered variant (toolbias variants)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise VariantError(f"cannot read file: {exc}", where=str(p), fix="point at a UTF-8 JSON file") from None
         except json.JSONDecodeError as exc:
-            raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
+            raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}",
+                               fix="fix the JSON syntax at that line") from None
         return cls.from_dict(data, where=str(p))
 
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     """Apply ``spec``'s steps to ``catalog``; refuse unknown ops and impossible compositions."""
-    layers = []
+    layers: list[Layer] = []
     tools: Sequence[Any] = catalog.tools
+    where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
     for i, step in enumerate(spec.steps):
         op = step.get("op")
         cls = OPERATORS.get(str(op))
         if cls is None:
-            raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=f"variant '{spec.name}'",
+            raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=where,
                                fix=f"use one of: {', '.join(sorted(OPERATORS))}")
         params = {k: v for k, v in step.items() if k != "op"}
         for earlier in layers:
             if getattr(earlier, "protocol", False):
                 raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
-                                   where=f"variant '{spec.name}'",
+                                   where=where,
                                    fix="put protocol operators (transaction, reference, discovery) last")
-        layer = cls(tools, cls.prepare(params, catalog))
+        try:
+            layer = cls(tools, cls.prepare(params, catalog))
+        except VariantError as exc:  # name the spec (file) and the step, not only the operator
+            inner = f"{exc.where}: {exc.what}" if exc.where else exc.what
+            raise VariantError(inner, where=f"{where}, step {i + 1}", fix=exc.fix) from None
         layers.append(layer)
         tools = layer.tools
     return Codec(catalog, layers, name=spec.name)

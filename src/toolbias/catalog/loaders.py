@@ -99,7 +99,8 @@ def _load_toolschemaspace(arg: str) -> Catalog:
     for i, e in enumerate(entries):
         where = f"{root / 'tools.json'}[{i}]"
         if not isinstance(e, dict) or "group" not in e:
-            raise CatalogError("entry needs 'group', 'name' and 'parameters'", where=where)
+            raise CatalogError("entry needs 'group', 'name' and 'parameters'", where=where,
+                               fix='write {"uid": ..., "group": "<domain>", "name": ..., "parameters": {...}}')
         tools.append(parse_tool(e, e["group"], where))
     systems: dict[str, str] = {}
     tasks: list[Task] = []
@@ -113,8 +114,12 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                 tasks.append(Task(id=str(row["id"]), domain=domain, query=row.get("query") or row["query_base"],
                                   query_templated=row.get("query_base", ""), gold=gold,
                                   meta={"type": row.get("type", ""), "source": qfile.name}))
-            except (KeyError, TypeError) as exc:
+            except KeyError as exc:
                 raise CatalogError(f"query row lacks field {exc}", where=where,
+                                   fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
+            except (TypeError, ValueError, AttributeError):
+                raise CatalogError("malformed query row: it must be an object whose gold_calls is a list of "
+                                   "{name, arguments} objects", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
     return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks))
 

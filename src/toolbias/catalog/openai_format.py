@@ -36,7 +36,8 @@ def read_json(path: Path) -> Any:
     except FileNotFoundError:
         raise CatalogError("file not found", where=str(path), fix="check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"cannot read file: {exc}", where=str(path)) from None
+        raise CatalogError(f"cannot read file: {exc}", where=str(path),
+                           fix="point at a UTF-8 JSON file") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -51,6 +52,9 @@ def read_jsonl(path: Path) -> list[Any]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise CatalogError("file not found", where=str(path), fix="check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"cannot read file: {exc}", where=str(path),
+                           fix="point at a UTF-8 JSON Lines file (one JSON object per line)") from None
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -65,16 +69,19 @@ def read_jsonl(path: Path) -> list[Any]:
 def parse_tool(entry: Any, domain: str, where: str, cls: str | None = None) -> Tool:
     """One tool from either OpenAI form."""
     if not isinstance(entry, dict):
-        raise CatalogError(f"a tool must be a JSON object, got {type(entry).__name__}", where=where)
+        raise CatalogError(f"a tool must be a JSON object, got {type(entry).__name__}", where=where,
+                           fix='write {"type": "function", "function": {"name": ..., "parameters": ...}}')
     fn = entry.get("function") if entry.get("type") == "function" or "function" in entry else entry
     if not isinstance(fn, dict):
-        raise CatalogError("'function' must be an object", where=where)
+        raise CatalogError("'function' must be an object", where=where,
+                           fix='write "function": {"name": ..., "description": ..., "parameters": ...}')
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise CatalogError("tool has no 'name'", where=where, fix="add a non-empty string 'name'")
     params = fn.get("parameters") or {"type": "object", "properties": {}, "required": []}
     if not isinstance(params, dict):
-        raise CatalogError("'parameters' must be a JSON-Schema object", where=f"{where} ({name})")
+        raise CatalogError("'parameters' must be a JSON-Schema object", where=f"{where} ({name})",
+                           fix='write "parameters": {"type": "object", "properties": {...}}')
     desc = fn.get("description", "")
     tool_cls = cls or fn.get("class") or entry.get("class") or infer_class(name)
     return Tool(name=name, description=desc if isinstance(desc, str) else str(desc), parameters=params,

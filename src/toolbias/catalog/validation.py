@@ -118,6 +118,54 @@ def validate_catalog(catalog: Catalog) -> None:
             if params.get("type", "object") != "object":
                 raise CatalogError("parameters must be a JSON-Schema object (type 'object')", where=where)
             check_schema(params, where + " parameters")
+            check_effect(tool, where)
+    validate_tasks(catalog)
+
+
+def check_effect(tool: Tool, where: str) -> None:
+    """Raise CatalogError if a tool's state ``effect`` is one the engine cannot run."""
+    effect = tool.effect
+    if effect is None:
+        return
+    from ..env import EFFECTS  # the engine's own list (env imports this module)
+
+    shape = 'write {"kind": "set", "target": ["<required parameter>"]}, or leave "effect" out'
+    if not isinstance(effect, Mapping):
+        raise CatalogError(f"'effect' must be an object, got {type(effect).__name__}", where=where, fix=shape)
+    kind = effect.get("kind", "set")
+    if kind not in EFFECTS:
+        raise CatalogError(f"unknown effect kind {kind!r}", where=where, fix=f"use one of: {', '.join(EFFECTS)}")
+    target = effect.get("target") or []
+    if not isinstance(target, list) or not all(isinstance(t, str) for t in target):
+        raise CatalogError("effect 'target' must be a list of parameter names", where=where, fix=shape)
+    loose = [t for t in target if t not in tool.required]
+    if loose:
+        raise CatalogError(f"effect target(s) {', '.join(map(repr, loose))} are not required parameters of the tool",
+                           where=where, fix="name only required parameters in 'target' (they identify the object)")
+    if "list" in effect and not isinstance(effect["list"], str):
+        raise CatalogError("effect 'list' must be an attribute name (a string)", where=where)
+
+
+def validate_tasks(catalog: Catalog) -> None:
+    """Raise CatalogError for a task whose gold no native action can match (an unknown tool,
+    arguments off the tool's schema) or whose id repeats: such tasks could never succeed, or
+    would share one episode key."""
+    seen: set[str] = set()
+    domains = [d.name for d in catalog.domains]
+    for task in catalog.tasks:
+        source = task.meta.get("source") if isinstance(task.meta, Mapping) else None
+        where = f"{catalog.name}: task '{task.id}'" + (f" (in {source})" if source else "")
+        if task.id in seen:
+            raise CatalogError(f"duplicate task id '{task.id}'", where=where, fix="give every task a unique id")
+        seen.add(task.id)
+        for i, action in enumerate(task.gold, 1):
+            if action.domain not in domains:
+                raise CatalogError(f"gold call {i} names the unknown domain '{action.domain}'", where=where,
+                                   fix=f"use one of: {', '.join(domains)}")
+            err = validate_action(catalog, action)
+            if err is not None:
+                raise CatalogError(f"gold call {i} ({action.tool}) is not a valid native action: {err.message}",
+                                   where=where, fix="correct the gold call to the tool's schema, or drop the task")
 
 
 class ActionErrorKind(str, Enum):

@@ -70,18 +70,24 @@ def _fmt(x: float) -> str:
     return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.3f}"
 
 
+def _pct(rates: Sequence[float]) -> str:
+    return " ".join(f"{100 * x:.0f}" for x in rates)
+
+
 def report_table(report: BiasReport, title: str = "") -> Table:
     caption = (f"{report.n_runs} run(s), {report.n_selections} selections; {report.n_unparsed} unparsed "
-               f"({100 * report.unparsed_rate:.1f}%) excluded. Rates: by tool in canonical order, by list position.")
+               f"({100 * report.unparsed_rate:.1f}%) excluded. A fair selector would show δ ≈ "
+               f"{report.noise_floor:.3f} at these counts. Selection rates in %: by tool (canonical order), "
+               "by list position.")
     table = Table(title=title or "selection bias (TV distance from uniform)", caption=caption)
     table.add_column("cluster", no_wrap=True, min_width=8)
     for col in ("n", "δ api", "δ pos", "δ model"):
         table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("rate by tool")
-    table.add_column("rate by position")
+    table.add_column("% by tool")
+    table.add_column("% by position")
     for c, v in report.per_cluster.items():
         table.add_row(c, str(v["n"]), _fmt(v["delta_api"]), _fmt(v["delta_pos"]), _fmt(v["delta_model"]),
-                      " ".join(f"{x:.2f}" for x in v["api_rates"]), " ".join(f"{x:.2f}" for x in v["pos_rates"]))
+                      _pct(v["api_rates"]), _pct(v["pos_rates"]))
     table.add_section()
     table.add_row("mean", str(report.n_selections), _fmt(report.delta_api), _fmt(report.delta_pos),
                   _fmt(report.delta_model), "", "", style="bold")
@@ -398,8 +404,9 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps({"base": base.to_dict(), "conditions": [e.to_dict() for e in effects]}, indent=2))
             return
         table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {base.delta_api:.3f})")
-        for col in ("condition", "TV to base", "TV to uniform", "δ pos", "selections", "unparsed"):
-            table.add_column(col)
+        table.add_column("condition", no_wrap=True)
+        for col in ("TV to base", "TV to uniform", "δ pos", "selections", "unparsed"):
+            table.add_column(col, justify="right")
         for e in effects:
             table.add_row(e.condition, _fmt(e.tv_to_base), _fmt(e.tv_to_uniform), _fmt(e.delta_pos),
                           str(e.n_selections), str(e.n_unparsed))

@@ -11,7 +11,9 @@ the method is data, in the step's parameters:
     ``"random"``: a seeded random partition with the class-semantic size profile;
     ``"anti_class"``: the same size profile, each class spread over as many groups as
     possible;
-    ``"none"``: no merging (with ``scope: "catalog"`` the *whole-catalog* control);
+    ``"none"``: no merging (with ``scope: "catalog"`` the *whole-catalog* control: every
+    tool under its native name in every domain, except a name two domains share, which
+    stays in its own domains);
     or an explicit list ``[{"tools": [name | "domain::name", ...], "name": ..., "encoding": ...}]``
     (unlisted tools are singletons).
 ``scope`` -- ``"domain"`` (default): groups within each domain; ``"catalog"``: groups
@@ -21,8 +23,9 @@ the method is data, in the step's parameters:
     episode's decodes to a native action the codec rejects (a wrong-class routing).
     Operation names shared by two members of one dispatcher are qualified
     (``tv.set_mute``). The paper's class dispatch and Table 8 controls are catalog-wide.
-``key`` -- what a "class" is: ``"class"`` (``Tool.cls``, default) or ``"domain"`` (the
-    paper's artifact names no finer classes: its class groups are its domains).
+``key`` -- what a "class" is: ``"class"`` (``Tool.cls``, default; a tool without one is
+    its own class) or ``"domain"`` (the paper's artifact names no finer classes: its
+    class groups are its domains).
 ``functions`` (total count) | ``ratio`` (of the native count) | ``group_size`` (mean
     members per group, per scope) -- target size for ``class``/``random``/``anti_class``;
     a total is apportioned over domains by size (largest remainder).

@@ -14,7 +14,7 @@ argument to reference; tools not named fall back to ``select``:
 * ``"auto"`` (default): the instance argument the tool's state ``effect`` targets,
   else its first required enum argument, else its first required string argument
   (the paper's artifact references free-string entity names such as events and
-  contacts);
+  contacts); merged dispatchers (an ``operation`` discriminator) are left alone;
 * ``"enum"``: the first enum argument (required ones first);
 * ``"none"``: only the tools named in ``params``.
 
@@ -51,8 +51,22 @@ def _is_scalar(schema: Mapping[str, Any]) -> bool:
     return ("enum" in schema or t in _SCALARS) and "properties" not in schema
 
 
+def is_discriminator(tool: Tool, param: str) -> bool:
+    """True when ``param`` picks which other arguments apply (a merged dispatcher's
+    ``operation``: its values prefix flat ``<op>::<arg>`` keys, name nested objects, or
+    select a ``oneOf`` branch). Such an argument is no instance to refer to."""
+    values = {str(v) for v in tool.properties.get(param, {}).get("enum", [])}
+    if not values:
+        return False
+    if any(k in values or k.split("::")[0] in values for k in tool.properties if k != param):
+        return True
+    return any(key in tool.parameters for key in ("oneOf", "anyOf"))
+
+
 def auto_param(tool: Tool, select: str) -> str | None:
     """The argument ``select`` picks for ``tool`` (see the module doc), or None."""
+    if any(is_discriminator(tool, p) for p in tool.required):
+        return None  # a dispatcher: its operations' arguments are not its own to refer to
     props = tool.properties
     order = list(tool.required) + [p for p in props if p not in tool.required]
     if select == "auto" and tool.effect:

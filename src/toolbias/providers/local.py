@@ -38,6 +38,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,19 @@ def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------ provider
 
 
+@dataclass
+class LocalStats:
+    """Where a LocalProvider's time went (seconds, summed over requests)."""
+
+    requests: int = 0
+    #: llama.cpp: prompt evaluation and generation (create_completion)
+    engine_s: float = 0.0
+    #: toolbias's own work: template rendering, tokenising, prefix lookup, parsing calls
+    harness_s: float = 0.0
+    #: saving/restoring KV prefix states
+    state_s: float = 0.0
+
+
 class LocalProvider(ModelAPI):
     """The embedded llama.cpp model (``local`` or ``local:/path/to/model.gguf``).
 
@@ -245,6 +259,7 @@ class LocalProvider(ModelAPI):
         self._grammars: dict[tuple[str, ...], Any] = {}
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
         self._prefixes: dict[str, tuple[int, ...]] = {}
+        self.stats = LocalStats()
         self._file_sha: str | None = None
         self._lock = threading.Lock()
         self._alock: asyncio.Lock | None = None
@@ -355,16 +370,20 @@ class LocalProvider(ModelAPI):
                 raise InfraError(f"the prompt has {len(tokens)} tokens, more than the local model's context "
                                  f"window n_ctx={self.n_ctx}; pass a larger n_ctx", retryable=False)
             prefix = self._prefix_tokens(llm, messages, tools) if self.max_prefix_states else ()
+            restore_s = 0.0
             if not reuse_prefix:
                 llm.reset()
                 self._states.clear()
             else:
+                ts = time.perf_counter()
                 self._restore_prefix(llm, tokens, prefix)
+                restore_s = time.perf_counter() - ts
             reused = self._reusable(llm, tokens)
             grammar = None
             if tool_choice == "required" and tools:
                 grammar = self._grammar(_tool_names(tools))
             max_tokens = max(1, min(config.max_tokens, self.n_ctx - len(tokens)))
+            t1 = time.perf_counter()
             try:
                 result = llm.create_completion(
                     tokens, max_tokens=max_tokens, temperature=config.temperature,
@@ -374,14 +393,21 @@ class LocalProvider(ModelAPI):
             except (RuntimeError, ValueError) as exc:  # llama_decode failures, context overflow
                 llm.reset()
                 raise InfraError(f"llama.cpp failed to generate: {exc}", retryable=False) from None
+            t2 = time.perf_counter()
             if reuse_prefix:
                 self._save_prefix(llm, tokens, prefix)
-            latency = time.perf_counter() - t0
+            t3 = time.perf_counter()
         text: str = result["choices"][0]["text"]
         usage = result.get("usage") or {}
         out_usage = Usage(prompt_tokens=len(tokens), completion_tokens=int(usage.get("completion_tokens", 0)),
                           cached_prompt_tokens=reused)
-        return self._to_output(text, tools, tool_choice, out_usage, latency)
+        out = self._to_output(text, tools, tool_choice, out_usage, 0.0)
+        t4 = time.perf_counter()
+        self.stats.requests += 1
+        self.stats.engine_s += t2 - t1
+        self.stats.harness_s += (t1 - t0 - restore_s) + (t4 - t3)
+        self.stats.state_s += restore_s + (t3 - t2)
+        return replace(out, latency_s=t4 - t0)
 
     @staticmethod
     def _to_output(text: str, tools: list[dict[str, Any]], tool_choice: str | None, usage: Usage,

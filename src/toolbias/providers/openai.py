@@ -134,10 +134,11 @@ class OpenAIProvider(ModelAPI):
         self._turn = itertools.count()
 
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIProvider(model={self.model!r}, base_urls={list(self.base_urls)!r})"
+        return f"OpenAIProvider(model={self.model!r}, base_urls={[_redact(u) for u in self.base_urls]!r})"
 
     def settings(self) -> dict[str, Any]:
-        s: dict[str, Any] = {"spec": self.spec, "model": self.model, "base_urls": list(self.base_urls)}
+        s: dict[str, Any] = {"spec": self.spec, "model": self.model,
+                             "base_urls": [_redact(u) for u in self.base_urls]}  # no credentials
         if self.extra_body:
             s["extra_body"] = self.extra_body
         return s
@@ -145,7 +146,10 @@ class OpenAIProvider(ModelAPI):
     # -- clients ----------------------------------------------------------------
 
     def _client(self, url: str) -> Any:
-        client = self._clients.get(url)
+        # one client per event loop: a pooled connection opened under one asyncio.run() (check())
+        # cannot be used under the next (run_study()) - "Event loop is closed"
+        key = f"{url}#{_loop_id()}"
+        client = self._clients.get(key)
         if client is None:
             openai = _import_openai()
             http_client = None
@@ -163,7 +167,7 @@ class OpenAIProvider(ModelAPI):
                                       "timeout": self.timeout}
             if http_client is not None:
                 kwargs["http_client"] = http_client
-            client = self._clients[url] = openai.AsyncOpenAI(**kwargs)
+            client = self._clients[key] = openai.AsyncOpenAI(**kwargs)
         return client
 
     def next_url(self) -> str:
@@ -207,10 +211,10 @@ class OpenAIProvider(ModelAPI):
                    url: str) -> ModelOutput:
         choices = getattr(response, "choices", None)
         if not choices:
-            raise InfraError(f"{url}: the server returned no choices", retryable=True)
+            raise InfraError(f"{_redact(url)}: the server returned no choices", retryable=True)
         message = getattr(choices[0], "message", None)
         if message is None:
-            raise InfraError(f"{url}: the server returned a choice without a message", retryable=True)
+            raise InfraError(f"{_redact(url)}: the server returned a choice without a message", retryable=True)
         content = getattr(message, "content", None)
         calls: list[ToolCall] = []
         for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
@@ -242,26 +246,26 @@ class OpenAIProvider(ModelAPI):
         """Classify an SDK/transport exception; programming errors pass through unchanged."""
         openai = _import_openai()
         if isinstance(exc, openai.APITimeoutError):
-            return InfraError(f"{url}: request timed out after {self.timeout:g}s", retryable=True)
+            return InfraError(f"{_redact(url)}: request timed out after {self.timeout:g}s", retryable=True)
         if isinstance(exc, openai.APIConnectionError):
-            return InfraError(f"{url}: connection failed: {_cause(exc)}", retryable=True)
+            return InfraError(f"{_redact(url)}: connection failed: {_cause(exc)}", retryable=True)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _error_detail(exc)
             if status in (401, 403):
-                return InfraError(f"{url}: HTTP {status}: bad API key or no access to {self.model}: {detail}",
+                return InfraError(f"{_redact(url)}: HTTP {status}: bad API key or no access to {self.model}: {detail}",
                                   retryable=False)
             if status == 429:
-                return InfraError(f"{url}: HTTP 429 rate limited: {detail}", retryable=True,
+                return InfraError(f"{_redact(url)}: HTTP 429 rate limited: {detail}", retryable=True,
                                   retry_after=parse_retry_after(exc.response.headers))
             retryable = status in RETRYABLE_STATUS or status >= 500
-            return InfraError(f"{url}: HTTP {status}: {detail}", retryable=retryable,
+            return InfraError(f"{_redact(url)}: HTTP {status}: {detail}", retryable=retryable,
                               retry_after=parse_retry_after(exc.response.headers) if retryable else None)
         if isinstance(exc, (openai.APIResponseValidationError, openai.APIError, json.JSONDecodeError, ValueError)):
-            return InfraError(f"{url}: unreadable response: {exc}", retryable=True)
+            return InfraError(f"{_redact(url)}: unreadable response: {exc}", retryable=True)
         httpx_errors = _transport_errors()
         if httpx_errors and isinstance(exc, httpx_errors):
-            return InfraError(f"{url}: transport error: {exc!r}", retryable=True)
+            return InfraError(f"{_redact(url)}: transport error: {exc!r}", retryable=True)
         return exc
 
     # -- check ------------------------------------------------------------------
@@ -277,10 +281,10 @@ class OpenAIProvider(ModelAPI):
             page = await client.models.list()
             served = [m.id for m in getattr(page, "data", None) or []]
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderError(f"bad API key for the server at {url} (HTTP {exc.status_code}): "
+            raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status_code}): "
                                 f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
         except openai.APIConnectionError as exc:
-            raise ProviderError(f"server at {url} unreachable: {_cause(exc)}", fix=fix_url) from None
+            raise ProviderError(f"server at {_redact(url)} unreachable: {_cause(exc)}", fix=fix_url) from None
         except openai.APIStatusError:
             served = []  # no /models endpoint: probe below
         except Exception as exc:  # noqa: BLE001 - an unreadable /models: probe below
@@ -289,7 +293,7 @@ class OpenAIProvider(ModelAPI):
         if served:
             if self.model not in served:
                 shown = ", ".join(sorted(served)[:20]) + (" ..." if len(served) > 20 else "")
-                raise ProviderError(f"model '{self.model}' not served at {url}; available: {shown}",
+                raise ProviderError(f"model '{self.model}' not served at {_redact(url)}; available: {shown}",
                                     fix=f"use one of: {', '.join('openai:' + m for m in sorted(served)[:5])}")
             return
         await self._probe(url)
@@ -301,19 +305,37 @@ class OpenAIProvider(ModelAPI):
             await self._client(url).chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0.0)
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderError(f"bad API key for the server at {url} (HTTP {exc.status_code}): "
+            raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status_code}): "
                                 f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
         except openai.NotFoundError as exc:
-            raise ProviderError(f"model '{self.model}' not served at {url}: {_error_detail(exc)}",
+            raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {_error_detail(exc)}",
                                 fix="check the model name the server was started with") from None
         except openai.APIConnectionError as exc:
-            raise ProviderError(f"server at {url} unreachable: {_cause(exc)}",
+            raise ProviderError(f"server at {_redact(url)} unreachable: {_cause(exc)}",
                                 fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
         except openai.APIStatusError as exc:
             if exc.status_code < 500 and exc.status_code not in RETRYABLE_STATUS:
-                raise ProviderError(f"the server at {url} refused a test request for '{self.model}' "
+                raise ProviderError(f"the server at {_redact(url)} refused a test request for '{self.model}' "
                                     f"(HTTP {exc.status_code}): {_error_detail(exc)}") from None
             # a busy or flaky server is the wrapper's business, not a configuration error
+
+
+def _redact(url: str) -> str:
+    """``url`` without a password (``http://user:KEY@host`` -> ``http://user:***@host``), for
+    settings (stored) and messages (logged); requests still use the real URL."""
+    parts = urlparse(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _loop_id() -> int:
+    try:
+        return id(asyncio.get_running_loop())
+    except RuntimeError:  # outside a loop (tests building clients directly)
+        return 0
 
 
 def _wire_messages(messages: list[Message]) -> list[Message]:

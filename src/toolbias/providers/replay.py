@@ -27,7 +27,10 @@ class ReplayProvider(ModelAPI):
         try:
             lines = Path(arg).read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
-            raise ProviderError("recording not found", where=arg) from None
+            raise ProviderError("recording not found", where=arg, fix="check the path") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProviderError(f"cannot read the recording: {exc}", where=arg,
+                                fix="record with `toolbias export --format jsonl`") from None
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -35,9 +38,15 @@ class ReplayProvider(ModelAPI):
                 rec = json.loads(line)
                 rec = rec.get("record", rec)
                 msgs = [m for m in rec["messages"] if m.get("role") == "assistant"]
+                for m in msgs:  # checked now, so a bad line stops the run before any episode
+                    for c in m.get("tool_calls") or []:
+                        fn = c.get("function") if isinstance(c, dict) else None
+                        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                            raise TypeError("each tool call needs a function with a string name")
                 self.turns[(rec["variant"], rec["task_id"])] = msgs
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-                raise ProviderError(f"not an episode record ({exc})", where=f"{arg}:{n}",
+                detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise ProviderError(f"not an episode record ({detail})", where=f"{arg}:{n}",
                                     fix="record with `toolbias export --format jsonl`") from None
 
     def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
@@ -60,6 +69,7 @@ class _ReplayEpisode(ModelAPI):
             return ModelOutput(content="Done.")
         m = self.turns[self.i]
         self.i += 1
-        calls = tuple(ToolCall.from_raw(c.get("id", f"call_{j}"), c["function"]["name"], c["function"]["arguments"])
+        calls = tuple(ToolCall.from_raw(c.get("id", f"call_{j}"), c["function"]["name"],
+                                        c["function"].get("arguments"))
                       for j, c in enumerate(m.get("tool_calls") or []))
         return ModelOutput(content=m.get("content"), tool_calls=calls)

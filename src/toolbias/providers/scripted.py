@@ -37,6 +37,32 @@ def output_from_turn(turn: Turn | None) -> ModelOutput:
     return ModelOutput(content=turn.get("content"), tool_calls=calls)
 
 
+SCRIPT_FIX = ('write {"default": [TURN, ...], "tasks": {"<task id>": [TURN, ...]}} with '
+              'TURN = {"content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]}')
+
+
+def check_script(script: Any, where: str) -> None:
+    """Raise ProviderError naming the place of the first malformed part of a script
+    (checked when loaded, so a bad script stops the run before any episode)."""
+    if not isinstance(script, Mapping):
+        raise ProviderError(f"a script must be a JSON object, got {type(script).__name__}", where=where, fix=SCRIPT_FIX)
+    tasks = script.get("tasks", {})
+    if not isinstance(tasks, Mapping):
+        raise ProviderError("'tasks' must map task ids to lists of turns", where=f"{where}: tasks", fix=SCRIPT_FIX)
+    lists = [("default", script.get("default", []))] + [(f"tasks.{k}", v) for k, v in tasks.items()]
+    for path, turns in lists:
+        if not isinstance(turns, list):
+            raise ProviderError("must be a list of turns", where=f"{where}: {path}", fix=SCRIPT_FIX)
+        for i, turn in enumerate(turns):
+            at = f"{where}: {path}[{i}]"
+            if not isinstance(turn, Mapping):
+                raise ProviderError(f"a turn must be an object, got {type(turn).__name__}", where=at, fix=SCRIPT_FIX)
+            calls = turn.get("tool_calls", [])
+            if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
+                raise ProviderError("'tool_calls' must be a list of {name, arguments} objects", where=at,
+                                    fix=SCRIPT_FIX)
+
+
 class ScriptedProvider(ModelAPI):
     def __init__(self, arg: str = "", *, script: Mapping[str, Any] | ScriptFn | None = None,
                  name: str | None = None, **options: Any) -> None:
@@ -46,9 +72,14 @@ class ScriptedProvider(ModelAPI):
             try:
                 script = json.loads(Path(arg).read_text(encoding="utf-8"))
             except FileNotFoundError:
-                raise ProviderError("script file not found", where=arg) from None
+                raise ProviderError("script file not found", where=arg, fix="check the path") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ProviderError(f"cannot read the script: {exc}", where=arg, fix=SCRIPT_FIX) from None
             except json.JSONDecodeError as exc:
-                raise ProviderError(f"invalid JSON: {exc.msg}", where=f"{arg}:{exc.lineno}") from None
+                raise ProviderError(f"invalid JSON: {exc.msg}", where=f"{arg}:{exc.lineno}:{exc.colno}",
+                                    fix="fix the JSON syntax at that line") from None
+        if not callable(script):
+            check_script(script, arg or "<script>")
         self.script = script
         self.spec = name or (f"scripted:{Path(arg).stem}" if arg else "scripted")
 

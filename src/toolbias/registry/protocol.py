@@ -9,15 +9,18 @@ from typing import Any
 from ..operators import OPERATORS
 from ..variants import VariantSpec
 
-#: the paper's "composed" arm (artifact ``specs/mixed.json``) mixes a partial merge, enum
-#: splits, interval splits and reference resolution in one catalog. Ours stacks the same
-#: families over any catalog: class-semantic merges down to half the function count
-#: (tools left unmerged stay native), one enum argument folded into the names of what
-#: is left plus interval splits of its numeric arguments, then reference resolution.
-#: Each step is kept only if its operator is installed; the protocol comes last.
+#: the paper's "composed" arm (artifact ``specs/mixed.json``) applies a partial merge, enum
+#: splits, interval splits and reference resolution to different tools of one catalog. Ours
+#: does the same on any catalog without naming tools: class-semantic merges down to half the
+#: function count (tools left unmerged stay native), interval splits of the required numeric
+#: arguments (a dispatcher's are not required, so only unmerged tools split), then reference
+#: resolution of each tool's instance argument. No enum split: it would fold the dispatchers'
+#: ``operation`` discriminators back into names. (``toolbias shape --spec specs/mixed.json``
+#: builds the artifact's exact arm.) Each step is kept only if its operator is installed;
+#: the protocol comes last.
 _COMPOSED_CANDIDATES: tuple[Mapping[str, Any], ...] = (
     {"op": "merge", "groups": "class", "ratio": 0.5},
-    {"op": "split", "method": "one_enum", "interval": True},
+    {"op": "split", "method": "interval"},
     {"op": "reference"},
 )
 

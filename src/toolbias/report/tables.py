@@ -42,7 +42,7 @@ def grid_tables(data: ReportData) -> Iterator[Table]:
     """One table per (control, condition): rows variants, columns models (paper Figure 2)."""
     for control, condition in data.conditions:
         models = [m for m in data.models if any(data.cell(m, v, control, condition) for v in data.variants)]
-        table = Table(title=escape(f"exact success % [95% CI], dominant failure, tasks - {control}/{condition}"),
+        table = Table(title=escape(f"{control}/{condition}: success % [95% CI], top failure"),
                   title_justify="left")
         table.add_column("variant", style="bold")
         for m in models:
@@ -89,7 +89,7 @@ def differences_tables(data: ReportData) -> Iterator[Table]:
     for (control, condition), diffs in groups.items():
         models = list(dict.fromkeys(d.a["model"] for d in diffs))
         index = {(d.a["model"], d.a["variant"]): d for d in diffs}
-        table = Table(title=escape(f"variant - {data.settings.baseline}, pp [paired 95% CI] - {control}/{condition}"),
+        table = Table(title=escape(f"{control}/{condition}: variant - {data.settings.baseline}, pp [paired CI]"),
                   title_justify="left")
         table.add_column("variant", style="bold")
         for m in models:

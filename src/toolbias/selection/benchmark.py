@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,10 @@ class Cluster:
 
     def fingerprint(self) -> str:
         """Hash of what the model can see of this cluster (tools in canonical order)."""
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:
         text = json.dumps([t.to_openai() for t in self.tools], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

@@ -90,8 +90,12 @@ def similarity_matrix(queries: Sequence[str], docs: Sequence[str], kind: str = "
     if kind != "minilm":
         raise ToolbiasError(f"unknown similarity '{kind}'", fix="use minilm or tfidf")
     enc = minilm_embedder()
-    texts = [d if d.strip() else " " for d in docs]
-    return np.asarray(enc(list(queries)) @ enc(texts).T)
+    texts = [*queries, *(d if d.strip() else " " for d in docs)]
+    unique = list(dict.fromkeys(texts))
+    vectors = enc(unique)
+    index = {t: i for i, t in enumerate(unique)}
+    m = vectors[[index[t] for t in texts]]
+    return np.asarray(m[: len(queries)] @ m[len(queries):].T)
 
 
 # --- a NumPy BERT encoder for the packaged weights --------------------------------------------------------

@@ -113,10 +113,9 @@ def tool_features(bench: Benchmark, *, similarity: str | SimilarityFn = "minilm"
     exposure_key = _exposure_key(bench)
     rows = []
     for c in bench.clusters:
-        docs_tool = [t.tool_description for t in c.tools]
-        docs_api = [t.api_description for t in c.tools]
-        s_tool = np.asarray(sim(list(c.queries), docs_tool)).mean(axis=0)
-        s_api = np.asarray(sim(list(c.queries), docs_api)).mean(axis=0)
+        docs = [t.tool_description for t in c.tools] + [t.api_description for t in c.tools]
+        mean_sim = np.asarray(sim(list(c.queries), docs)).mean(axis=0)
+        s_tool, s_api = mean_sim[: c.k], mean_sim[c.k:]
         for i, t in enumerate(c.tools):
             rows.append({
                 "cluster": c.id, "api": i, "name": t.name,

@@ -25,6 +25,11 @@ For each run r and cluster c with at least one selection::
 A run's figure is the mean over its clusters; the report gives the mean over runs and
 the **population** standard deviation over runs (``numpy.std``, ddof=0), and per-cluster
 values (mean over runs of that cluster's figures, with pooled selection rates).
+
+``noise_floor`` is the delta a perfectly fair selector would still show with the same
+numbers of selections: the expected TV(P_hat, U) of n uniform draws over k options
+(exact, binomial marginals), averaged like the deltas. A delta near it is
+indistinguishable from fair at this sample size.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +131,21 @@ def cluster_figures(selections: Iterable[Selection]) -> dict[str, dict[str, Clus
     return dict(out)
 
 
+@lru_cache(maxsize=4096)
+def uniform_noise_floor(n: int, k: int) -> float:
+    """E[TV(P_hat, U)] for n independent uniform draws over k options: k/2 * E|X/n - 1/k|, X ~ Bin(n, 1/k)."""
+    if n <= 0 or k <= 1:
+        return 0.0
+    p = 1.0 / k
+    total = 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    base = math.lgamma(n + 1)
+    for x in range(n + 1):
+        log_pmf = base - math.lgamma(x + 1) - math.lgamma(n - x + 1) + x * log_p + (n - x) * log_q
+        total += math.exp(log_pmf) * abs(x / n - p)
+    return 0.5 * k * total
+
+
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 
@@ -147,6 +168,7 @@ class BiasReport:
     n_selections: int
     n_unparsed: int
     n_runs: int
+    noise_floor: float = 0.0
     label: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -160,7 +182,7 @@ class BiasReport:
             "delta_api": self.delta_api, "delta_pos": self.delta_pos, "delta_model": self.delta_model,
             "std": dict(self.std), "per_cluster": {c: dict(v) for c, v in self.per_cluster.items()},
             "n_selections": self.n_selections, "n_unparsed": self.n_unparsed, "n_runs": self.n_runs,
-            "per_run": {r: dict(v) for r, v in self.per_run.items()},
+            "noise_floor": self.noise_floor, "per_run": {r: dict(v) for r, v in self.per_run.items()},
         }
         if self.label:
             d["label"] = self.label
@@ -183,6 +205,7 @@ def bias_report(selections: Iterable[Selection], *, n_unparsed: int = 0, label: 
     for run in sorted(figures, key=_sort_key):
         fs = list(figures[run].values())
         per_run[run] = {m: _mean([getattr(f, m) for f in fs]) for m in METRICS}
+        per_run[run]["noise_floor"] = _mean([uniform_noise_floor(f.n, f.k) for f in fs])
         per_run[run]["n_clusters"] = len(fs)
     runs = list(per_run)
     means = {m: _mean([per_run[r][m] for r in runs]) for m in METRICS}
@@ -198,12 +221,14 @@ def bias_report(selections: Iterable[Selection], *, n_unparsed: int = 0, label: 
         per_cluster[c] = {
             **{m: _mean([getattr(f, m) for f in fs]) for m in METRICS},
             **{f"std_{m}": _pstd([getattr(f, m) for f in fs]) for m in METRICS},
+            "noise_floor": _mean([uniform_noise_floor(f.n, f.k) for f in fs]),
             "k": k, "n": n, "api_counts": api, "pos_counts": pos,
             "api_rates": [x / n for x in api], "pos_rates": [x / n for x in pos],
         }
     return BiasReport(delta_api=means["delta_api"], delta_pos=means["delta_pos"],
                       delta_model=means["delta_model"], std=stds, per_cluster=per_cluster, per_run=per_run,
-                      n_selections=len(sels), n_unparsed=n_unparsed, n_runs=len(runs), label=label)
+                      n_selections=len(sels), n_unparsed=n_unparsed, n_runs=len(runs),
+                      noise_floor=_mean([per_run[r]["noise_floor"] for r in runs]), label=label)
 
 
 def _sort_key(x: str) -> tuple[int, Any]:
@@ -238,24 +263,28 @@ def read_records(path: str | Path) -> tuple[list[Selection], int]:
     """Selections and the number of unparsed answers in a JSONL file of documented records."""
     p = Path(path)
     if not p.is_file():
-        raise ToolbiasError("records file not found", where=str(p))
+        raise ToolbiasError("records file not found", where=str(p), fix="check the path")
     sels: list[Selection] = []
     unparsed = 0
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ToolbiasError(f"invalid JSON: {exc.msg}", where=f"{p}:{lineno}") from None
-            if not isinstance(d, dict):
-                raise ToolbiasError("each line must be a JSON object", where=f"{p}:{lineno}")
-            s = parse_record(d, where=f"{p}:{lineno}")
-            if s is None:
-                unparsed += 1
-            else:
-                sels.append(s)
+    fix = 'write one {"run", "cluster", "query", "api", "position", "k"} object per line'
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolbiasError(f"cannot read records: {exc}", where=str(p), fix="point at a UTF-8 JSONL file") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ToolbiasError(f"invalid JSON: {exc.msg}", where=f"{p}:{lineno}:{exc.colno}", fix=fix) from None
+        if not isinstance(d, dict):
+            raise ToolbiasError("each line must be a JSON object", where=f"{p}:{lineno}", fix=fix)
+        s = parse_record(d, where=f"{p}:{lineno}")
+        if s is None:
+            unparsed += 1
+        else:
+            sels.append(s)
     return sels, unparsed
 
 

@@ -211,7 +211,9 @@ class SelectionRunner:
             flush()
             self.summary.seconds += time.perf_counter() - t0
         if self.store:
-            stored = {r.key: r for r in self.store.records(keys=keys)}
+            stored = {r.key: r for r in self.store.records(model=self.model.spec, benchmark=self.benchmark_name,
+                                                           condition=self.condition,
+                                                           presentation=self.presentation, keys=keys)}
             stored.update(fresh)
             return [stored[k] for k in keys if k in stored]
         return [fresh[k] for k in keys if k in fresh]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from ..store import record_json
 from .records import SelectionRecord, Status
 
 SCHEMA = """
@@ -89,8 +90,7 @@ class SelectionStore:
 
     def put(self, records: Iterable[SelectionRecord]) -> None:
         rows = [(r.key, r.model, r.benchmark, r.condition, r.presentation, r.run, r.cluster, r.query_index,
-                 r.rotation, r.k, r.api, r.position, r.status.value, json.dumps(r.to_dict(), ensure_ascii=False))
-                for r in records]
+                 r.rotation, r.k, r.api, r.position, r.status.value, record_json(r.to_dict())) for r in records]
         if not rows:
             return
         with self._lock:
@@ -139,8 +139,8 @@ class SelectionStore:
             return {r[0] for r in rows}
 
     def put_filter(self, rows: Iterable[dict[str, Any]]) -> None:
-        data = [(r["key"], r["model"], r["eval_set"], r["example"], r["k"], r["status"],
-                 json.dumps(r, ensure_ascii=False)) for r in rows]
+        data = [(r["key"], r["model"], r["eval_set"], r["example"], r["k"], r["status"], record_json(r))
+                for r in rows]
         if not data:
             return
         with self._lock:
