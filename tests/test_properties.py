@@ -83,7 +83,7 @@ def tool(draw: st.DrawFn, name: str, domain: str) -> Tool:
     props = {p: draw(param_schema()) for p in names}
     required = [p for p in names if draw(st.booleans()) or draw(st.booleans())]
     cls = draw(st.sampled_from(CLASS_POOL))
-    effect = {"kind": "set", "target": [names[0]]} if names and draw(st.booleans()) else None
+    effect = {"kind": "set", "target": [required[0]]} if required and draw(st.booleans()) else None
     return Tool(name, f"{name.replace('_', ' ')} tool", {"type": "object", "properties": props,
                                                           "required": required},
                 domain=domain, cls=cls, effect=effect)

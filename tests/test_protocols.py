@@ -318,3 +318,21 @@ def test_discovery_per_domain_and_selected_tools() -> None:
     car = {t.name: t for t in c.tools_for("car")}
     assert car["get_tool_schema"].properties["name"]["enum"] == ["set_seat_heat"]
     assert car["set_light"].properties  # not hidden
+
+
+def test_reference_over_flat_dispatcher_references_operation_arguments() -> None:
+    if "merge" not in OPERATORS:
+        pytest.skip("the merge operator is not installed")
+    cat = mini_catalog()
+    c = build_codec(cat, VariantSpec("t", ({"op": "merge"}, {"op": "reference"})))
+    ref = c.layers[-1]
+    keys = [k for ks in ref.referenced.values() for k in ks]  # type: ignore[attr-defined]
+    assert keys and all("::" in k for k in keys) and "operation" not in keys
+    calls = c.encode([LIGHT])
+    assert calls[0].name.startswith("resolve_") and calls[1].arguments["operation"] == "set_light"
+    decoded, fin = run(c, "home", calls)
+    assert [a for d in decoded for a in d.actions] == [LIGHT] and fin == []
+    raw = dict(calls[1].arguments)
+    raw[next(k for k in raw if k != "operation" and str(raw[k]).startswith("ref_"))] = "office"
+    decoded, _ = run(c, "home", [Call(calls[1].name, raw)])
+    assert flags(decoded) == [FlagKind.BAD_REFERENCE]

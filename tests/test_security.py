@@ -37,7 +37,7 @@ from toolbias.episode import EpisodeConfig, run_episode
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store, export
-from toolbias.variants import build_codec, registry
+from toolbias.variants import build_codec, registry, resolve_variants
 
 TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))
 
@@ -105,8 +105,8 @@ def test_code_in_model_output_stays_data(tmp_path: Path, canary: Path, monkeypat
         return {"content": "\n".join(evil), "tool_calls": calls}
 
     store = tmp_path / "s.db"
-    variants = ",".join(registry())
-    cfg = StudyConfig(model="scripted", catalog="builtin", variants=variants, study="evil")
+    variants = resolve_variants("representative")  # every variant's decoder: the test below
+    cfg = StudyConfig(model="scripted", catalog="builtin", variants=",".join(v.name for v in variants), study="evil")
     run_study(build_study(cfg, ScriptedProvider(script=script, name="scripted"), tasks=tasks), str(store))
     export(store, "jsonl", tmp_path / "out.jsonl")
     export(store, "csv", tmp_path / "out.csv")
@@ -116,7 +116,7 @@ def test_code_in_model_output_stays_data(tmp_path: Path, canary: Path, monkeypat
           "--resamples", "200", "--repeats", "5"])  # returns normally on success (exits only on errors)
     assert not watch.hits, watch.hits
     with Store(store) as s:
-        assert s.count() == len(tasks) * len(registry())        # the SQL payload did not drop anything
+        assert s.count() == len(tasks) * len(variants)          # the SQL payload did not drop anything
         for row in s.rows():
             text = json.dumps(row.record, ensure_ascii=False)
             assert all(json.dumps(p, ensure_ascii=False)[1:-1] in text for p in evil)  # kept verbatim, as data
@@ -206,7 +206,7 @@ def test_api_key_never_written_anywhere(tmp_path: Path) -> None:
         url = server.base_url
         commands = [
             ["run", "--model", "openai:fake-model", "--base-url", url, "--variants", "native,transaction",
-             "--tasks", "15", "--store", "s.db", "--cache", "cache.db"],
+             "--tasks", "8", "--store", "s.db", "--cache", "cache.db"],
             ["probe", "--model", "openai:fake-model", "--base-url", url, "--variants", "native", "--n", "4",
              "--store", "s.db", "--cache", "cache.db"],
             ["export", "--store", "s.db", "--format", "jsonl", "-o", "s.jsonl"],

@@ -242,3 +242,15 @@ def test_builtin_filter_set_and_evaluation(tmp_path) -> None:
         again = ChooserModel(always_first, keep=lambda n: True)
         asyncio.run(aevaluate_filter(again, examples, eval_set="t", store=st))
         assert again.calls == []                                         # resumed from the store
+
+
+def test_html_fragments_escape_and_embed() -> None:
+    from toolbias.selection import bias_report
+    from toolbias.selection.figures import html_fragments
+    from toolbias.selection.metrics import Selection
+
+    rep = bias_report([Selection("0", "c<1>", "q", i % 3, 0, 3) for i in range(6)], n_unparsed=1)
+    frags = html_fragments(reports={"<script>m</script>": rep})
+    html = "".join(frags)
+    assert "<script>" not in html and "&lt;script&gt;m&lt;/script&gt;" in html and "c&lt;1&gt;" in html
+    assert html.count("data:image/png;base64,") == 2

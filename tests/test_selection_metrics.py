@@ -211,8 +211,10 @@ def test_noise_floor() -> None:
     assert uniform_noise_floor(1, 5) == pytest.approx(0.8)          # one draw: always all mass on one option
     assert uniform_noise_floor(2, 2) == pytest.approx(0.25)         # (0.5 * 0.5 + 0.5 * 0 ...) by hand: 1/2 * 1/2
     rng = random.Random(0)
-    sims = [tv_from_uniform(list(Counter(rng.randrange(5) for _ in range(300)).get(i, 0) for i in range(5)))
-            for _ in range(400)]
+    sims = []
+    for _ in range(400):
+        counts = Counter(rng.randrange(5) for _ in range(300))
+        sims.append(tv_from_uniform([counts.get(i, 0) for i in range(5)]))
     assert uniform_noise_floor(300, 5) == pytest.approx(sum(sims) / len(sims), abs=0.004)
     rep = bias_report([sel("0", "A", i % 5, i % 5) for i in range(10)])
     assert rep.noise_floor == pytest.approx(uniform_noise_floor(10, 5)) and rep.delta_api == 0.0

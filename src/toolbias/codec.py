@@ -27,19 +27,18 @@ MAX_ARGUMENT_DEPTH = 64
 
 
 def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """True if a JSON value nests objects/arrays more than ``limit`` levels (iterative: never recurses)."""
+    """True if a JSON value nests objects/arrays more than ``limit`` levels (iterative: never
+    recurses; only containers are pushed, so flat arguments cost one pass over their values)."""
+    if not isinstance(value, (dict, list, tuple, Mapping)):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         v, depth = stack.pop()
-        if isinstance(v, Mapping):
-            children: Any = v.values()
-        elif isinstance(v, (list, tuple)):
-            children = v
-        else:
-            continue
         if depth > limit:
             return True
-        stack.extend((c, depth + 1) for c in children)
+        for child in (v.values() if isinstance(v, (dict, Mapping)) else v):
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth + 1))
     return False
 
 

@@ -207,6 +207,8 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     ok = exact_success(executed, gold) and d["termination"] != "infra_error"
+    if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
+        return True, None
     calls = d.get("calls", [])
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
     route_classes, gold_classes = suspect_routes(calls, gold, executed, classes)

@@ -513,9 +513,11 @@ def register(group: click.Group) -> None:
         for label, rep in reports.items():
             safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:120]
             written.append(figs.save(figs.selection_rates_figure(rep, bench, title=label), out / f"rates_{safe}.{fmt}"))
-        base_reports = {k: v for k, v in reports.items() if k.endswith("| base")}
+        base_reports = {f"{k.split(' | ')[0]} ({k.split(' | ')[2]})": v for k, v in reports.items()
+                        if k.endswith("| base")}
         if base_reports:
             written.append(figs.save(figs.tv_by_model_figure(base_reports), out / f"tv_by_model.{fmt}"))
+        all_effects = []
         effects = []
         groups: dict[str, dict[str, BiasReport]] = {}
         for label, rep in reports.items():
@@ -524,11 +526,14 @@ def register(group: click.Group) -> None:
         for key, conds in groups.items():
             if "base" in conds and len(conds) > 1:
                 effects = perturbation_effects(conds["base"], {c: r for c, r in conds.items() if c != "base"})
+                all_effects.append((key, conds["base"], effects))
                 safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:120]
                 written.append(figs.save(figs.perturbation_figure(effects, conds["base"], title=key),
                                          out / f"perturbations_{safe}.{fmt}"))
         if html_path:
-            frags = figs.html_fragments(reports=reports, bench=bench)
+            frags = figs.html_fragments(reports=base_reports or reports, bench=bench)
+            for _key, base, effects in all_effects:
+                frags += figs.html_fragments(effects=effects, base=base)
             Path(html_path).write_text("\n".join(frags), encoding="utf-8")
             written.append(Path(html_path))
         for p in written:

@@ -141,7 +141,7 @@ def register(group: click.Group) -> None:
     @click.option("--variant", default=None, help="all (default), representative, comma-separated names")
     @click.option("--spec", "spec_files", multiple=True, type=click.Path(dir_okay=False),
                   help="also verify a variant spec file (repeatable)")
-    @click.option("--probes", default=6, show_default=True, type=int,
+    @click.option("--probes", default=2, show_default=True, type=int,
                   help="perturbed call sequences decoded per tool (closure check; 0 = off)")
     @click.option("--seed", default=0, show_default=True, type=int)
     @click.option("--jobs", default=1, show_default=True, type=int,

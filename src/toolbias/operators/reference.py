@@ -9,12 +9,14 @@ returned, or an id resolved for another argument, is rejected with
 :attr:`FlagKind.BAD_REFERENCE`.
 
 Which argument: ``params`` maps tool names (or ``domain::name`` uids) to the
-argument to reference; tools not named fall back to ``select``:
+argument (or a list of arguments) to reference; tools not named fall back to ``select``:
 
 * ``"auto"`` (default): the instance argument the tool's state ``effect`` targets,
   else its first required enum argument, else its first required string argument
   (the paper's artifact references free-string entity names such as events and
-  contacts); merged dispatchers (an ``operation`` discriminator) are left alone;
+  contacts). A merged dispatcher's ``operation`` discriminator is never referenced:
+  a flat dispatcher (``<op>::<arg>`` keys) gets one referenced key per operation
+  (its first enum, else string argument); nested and union dispatchers are left alone;
 * ``"enum"``: the first enum argument (required ones first);
 * ``"none"``: only the tools named in ``params``.
 
@@ -63,25 +65,44 @@ def is_discriminator(tool: Tool, param: str) -> bool:
     return any(key in tool.parameters for key in ("oneOf", "anyOf"))
 
 
-def auto_param(tool: Tool, select: str) -> str | None:
-    """The argument ``select`` picks for ``tool`` (see the module doc), or None."""
-    if any(is_discriminator(tool, p) for p in tool.required):
-        return None  # a dispatcher: its operations' arguments are not its own to refer to
-    props = tool.properties
-    order = list(tool.required) + [p for p in props if p not in tool.required]
-    if select == "auto" and tool.effect:
-        for target in tool.effect.get("target") or []:
+def _pick(props: Mapping[str, Any], required: Sequence[str], effect: Mapping[str, Any] | None,
+          select: str) -> str | None:
+    order = list(required) + [p for p in props if p not in required]
+    if select == "auto" and effect:
+        for target in effect.get("target") or []:
             if target in props and _is_scalar(props[target]):
                 return str(target)
-    for p in order if select == "enum" else tool.required:
+    for p in order if select == "enum" else required:
         if "enum" in props.get(p, {}) and _is_scalar(props[p]):
             return p
     if select == "auto":
-        for p in tool.required:
+        for p in required:
             sub = props.get(p, {})
             if sub.get("type") == "string" and _is_scalar(sub):
                 return p
     return None
+
+
+def auto_params(tool: Tool, select: str) -> list[str]:
+    """The arguments ``select`` picks for ``tool`` (see the module doc): one for a plain tool;
+    for a flat dispatcher one ``<op>::<arg>`` key per operation (its operations' arguments
+    are optional there, so every key of an operation counts as a candidate)."""
+    disc = [p for p in tool.required if is_discriminator(tool, p)]
+    if not disc:
+        q = _pick(tool.properties, tool.required, tool.effect, select)
+        return [q] if q is not None else []
+    out: list[str] = []
+    for op in tool.properties[disc[0]].get("enum", []):
+        keys = {k: v for k, v in tool.properties.items() if k.startswith(f"{op}::")}
+        q = _pick(keys, list(keys), None, "enum" if select == "enum" else "auto")
+        if q is not None:
+            out.append(q)
+    return out
+
+
+def _arg_name(key: str) -> str:
+    """``set_window::window`` -> ``window`` (a flat dispatcher key names its argument last)."""
+    return key.split("::")[-1]
 
 
 @dataclass
@@ -89,7 +110,6 @@ class _Resolver:
     tool: Tool                 # the outer resolve_* tool
     param: str                 # argument name it resolves
     schema: dict[str, Any]     # value schema (bare)
-    users: list[str] = field(default_factory=list)  # uids of inner tools that reference through it
 
 
 @dataclass
@@ -105,7 +125,7 @@ def ref_id(scope: str, key: str, value: Any) -> str:
 class Reference(Layer):
     """An argument becomes a reference id obtained from ``resolve_<argument>(value)``.
 
-    Params: ``params`` ({tool: argument}), ``select`` (``auto``/``enum``/``none``),
+    Params: ``params`` ({tool: argument or [arguments]}), ``select`` (``auto``/``enum``/``none``),
     ``tools`` (``"all"`` or the tools ``select`` may apply to).
     """
 
@@ -127,54 +147,60 @@ class Reference(Layer):
                                where="operator 'reference'", fix='write {"params": {"set_window": "position"}}')
         allowed = select_tools(self, self.inner)
         self._index = InnerIndex(self.inner)
-        chosen: dict[str, str] = {}  # inner uid -> referenced argument
+        chosen: dict[str, list[str]] = {}  # inner uid -> referenced argument keys
         used: set[str] = set()
         for t in self.inner:
             p = explicit.get(t.uid, explicit.get(t.name))
             if p is not None:
                 used.update(k for k in (t.uid, t.name) if k in explicit)
-                if p not in t.properties:
-                    raise VariantError(f"tool '{t.name}' has no argument '{p}' to reference",
-                                       where="operator 'reference'", fix=f"use one of: {', '.join(t.properties)}")
-                chosen[t.uid] = str(p)
+                keys = [str(x) for x in p] if isinstance(p, list) else [str(p)]
+                for k in keys:
+                    if k not in t.properties:
+                        raise VariantError(f"tool '{t.name}' has no argument '{k}' to reference",
+                                           where="operator 'reference'",
+                                           fix=f"use one of: {', '.join(t.properties)}")
+                if keys:
+                    chosen[t.uid] = keys
             elif select != "none" and t.uid in allowed:
-                q = auto_param(t, select)
-                if q is not None:
-                    chosen[t.uid] = q
+                picked = auto_params(t, select)
+                if picked:
+                    chosen[t.uid] = picked
         unknown = sorted(set(map(str, explicit)) - used)
         if unknown:
             raise VariantError(f"'params' names unknown tool(s): {', '.join(unknown[:10])}",
                                where="operator 'reference'")
         self.referenced = chosen
-        self._param_schema = {t.uid: dict(t.properties[chosen[t.uid]]) for t in self.inner if t.uid in chosen}
+        self._param_schema = {(t.uid, k): dict(t.properties[k]) for t in self.inner for k in chosen.get(t.uid, [])}
         namer = Namer()
         for t in self.inner:
             namer.claim(t.name, t.domain)  # every inner name stays
-        # resolvers per scope: group referencing tools by argument name and value schema
-        self._resolvers: dict[str, _Resolver] = {}          # resolver uid -> resolver
-        self._resolver_of: dict[str, _Resolver] = {}        # inner uid -> resolver
+        # resolvers per scope: group referenced arguments by name and value schema
+        self._resolvers: dict[str, _Resolver] = {}               # resolver uid -> resolver
+        self._resolver_of: dict[tuple[str, str], _Resolver] = {}  # (inner uid, key) -> resolver
         by_scope: dict[str, list[_Resolver]] = {}
         for scope in scopes(self.inner):
-            groups: dict[str, list[Tool]] = {}
+            groups: dict[str, list[tuple[Tool, str]]] = {}
             for t in self.inner:
-                if t.domain == scope and t.uid in chosen:
-                    groups.setdefault(chosen[t.uid], []).append(t)
+                if t.domain == scope:
+                    for k in chosen.get(t.uid, []):
+                        groups.setdefault(_arg_name(k), []).append((t, k))
             made: list[_Resolver] = []
-            for param, tools in groups.items():
-                for schema, members in _value_schemas(param, tools):
-                    base = f"resolve_{param}" if len(members) == len(tools) else f"resolve_{members[0].name}_{param}"
+            for param, members in groups.items():
+                for schema, part in _value_schemas(members):
+                    shared = len(part) == len(members)
+                    users = list(dict.fromkeys(t.name for t, _ in part))
+                    base = f"resolve_{param}" if shared else f"resolve_{part[0][0].name}_{param}"
                     name = namer.claim(base, scope)
-                    what = f"'{param}'" + ("" if len(members) == len(tools)
-                                           else f" (as {', '.join(m.name for m in members)} take it)")
+                    what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
                     value_schema = dict(schema)
                     value_schema["description"] = f"The {param} value to refer to."
                     rtool = Tool(name, f"Return the reference id (ref_...) for a {what} value. Pass that id, "
                                        f"not the value, wherever {what} is asked for.",
                                  object_schema({"value": value_schema}, ["value"]), domain=scope, cls="reference")
-                    r = _Resolver(rtool, param, schema, [m.uid for m in members])
+                    r = _Resolver(rtool, param, schema)
                     self._resolvers[rtool.uid] = r
-                    for m in members:
-                        self._resolver_of[m.uid] = r
+                    for t, k in part:
+                        self._resolver_of[(t.uid, k)] = r
                     made.append(r)
             by_scope[scope] = made
         out: list[Tool] = []
@@ -186,10 +212,11 @@ class Reference(Layer):
             if t.uid not in chosen:
                 out.append(t)
                 continue
-            p, r = chosen[t.uid], self._resolver_of[t.uid]
             props = dict(t.properties)
-            props[p] = {"type": "string",
-                        "description": f"Reference id for {p} (ref_...), returned by {r.tool.name}."}
+            for k in chosen[t.uid]:
+                r = self._resolver_of[(t.uid, k)]
+                props[k] = {"type": "string",
+                            "description": f"Reference id for {_arg_name(k)} (ref_...), returned by {r.tool.name}."}
             params_ = dict(t.parameters)
             params_["properties"] = props
             out.append(Tool(t.name, t.description, params_, domain=t.domain, cls=t.cls, effect=t.effect))
@@ -201,20 +228,19 @@ class Reference(Layer):
 
     def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
         inner = self._index.lookup(domain, call.name)
-        if inner is None or inner.uid not in self.referenced:
+        keys = [k for k in self.referenced.get(inner.uid, []) if k in call.arguments] if inner is not None else []
+        if inner is None or not keys:
             return [call]
-        p = self.referenced[inner.uid]
-        if p not in call.arguments:
-            return [call]
-        r = self._resolver_of[inner.uid]
-        value = call.arguments[p]
-        rid = ref_id(r.tool.domain, r.tool.name, value)
         out: list[Call] = []
-        if rid not in state.refs:
-            state.refs[rid] = (r.tool.uid, value)
-            out.append(Call(r.tool.name, {"value": value}))
         args = dict(call.arguments)
-        args[p] = rid
+        for k in keys:
+            r = self._resolver_of[(inner.uid, k)]
+            value = call.arguments[k]
+            rid = ref_id(r.tool.domain, r.tool.name, value)
+            if rid not in state.refs:
+                state.refs[rid] = (r.tool.uid, value)
+                out.append(Call(r.tool.name, {"value": value}))
+            args[k] = rid
         out.append(Call(call.name, args))
         return out
 
@@ -229,48 +255,51 @@ class Reference(Layer):
             rid = ref_id(tool.domain, tool.name, value)
             state.refs[rid] = (tool.uid, value)
             return Reply({"reference": rid, "argument": r.param, "value": value})
-        p = self.referenced.get(tool.uid)
-        if p is None or p not in call.arguments:
+        keys = [k for k in self.referenced.get(tool.uid, []) if k in call.arguments]
+        if not keys:
             return Forward((call,))
-        resolver = self._resolver_of[tool.uid]
-        rid = call.arguments[p]
-        entry = state.refs.get(rid) if isinstance(rid, str) else None
-        if entry is None or entry[0] != resolver.tool.uid:
-            why = ("was not returned by any resolver in this conversation" if entry is None
-                   else f"refers to a value of another argument ({self._resolvers[entry[0]].tool.name})")
-            return Reject(RejectionKind.PROTOCOL,
-                          f"'{p}' of '{call.name}' takes a reference id, and {rid!r} {why}. Call "
-                          f"{resolver.tool.name}(value=...) with the {p} you mean and pass the ref_... id it returns.",
-                          (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{p}: {rid!r}"),))
-        err = value_error(tool_schema := self._param_schema[tool.uid], entry[1], p)
-        if err is not None:
-            allowed = f" (allowed: {', '.join(map(repr, tool_schema['enum']))})" if "enum" in tool_schema else ""
-            return Reject(RejectionKind.PROTOCOL,
-                          f"{rid!r} refers to {entry[1]!r}, which '{call.name}' does not accept as {p}{allowed}. "
-                          f"Resolve an accepted value with {resolver.tool.name}(value=...).",
-                          (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{p}: {rid!r} -> {entry[1]!r}"),))
         args = dict(call.arguments)
-        args[p] = entry[1]
+        for k in keys:
+            resolver = self._resolver_of[(tool.uid, k)]
+            rid = call.arguments[k]
+            entry = state.refs.get(rid) if isinstance(rid, str) else None
+            if entry is None or entry[0] != resolver.tool.uid:
+                why = ("was not returned by any resolver in this conversation" if entry is None
+                       else f"refers to a value of another argument ({self._resolvers[entry[0]].tool.name})")
+                return Reject(RejectionKind.PROTOCOL,
+                              f"'{k}' of '{call.name}' takes a reference id, and {rid!r} {why}. Call "
+                              f"{resolver.tool.name}(value=...) with the {_arg_name(k)} you mean and pass the "
+                              f"ref_... id it returns.",
+                              (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{k}: {rid!r}"),))
+            schema = self._param_schema[(tool.uid, k)]
+            err = value_error(schema, entry[1], k)
+            if err is not None:
+                allowed = f" (allowed: {', '.join(map(repr, schema['enum']))})" if "enum" in schema else ""
+                return Reject(RejectionKind.PROTOCOL,
+                              f"{rid!r} refers to {entry[1]!r}, which '{call.name}' does not accept as {k}{allowed}. "
+                              f"Resolve an accepted value with {resolver.tool.name}(value=...).",
+                              (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{k}: {rid!r} -> {entry[1]!r}"),))
+            args[k] = entry[1]
         return Forward((Call(call.name, args),))
 
 
-def _value_schemas(param: str, tools: list[Tool]) -> list[tuple[dict[str, Any], list[Tool]]]:
-    """Value schemas for a referenced argument: one shared schema (string enums united) when
-    the tools agree, else one per distinct schema."""
-    bare = [_bare(t.properties[param]) for t in tools]
+def _value_schemas(members: list[tuple[Tool, str]]) -> list[tuple[dict[str, Any], list[tuple[Tool, str]]]]:
+    """Value schemas for one referenced argument name: one shared schema (string enums
+    united) when the tools agree, else one per distinct schema."""
+    bare = [_bare(t.properties[k]) for t, k in members]
     if all(canonical_json(b) == canonical_json(bare[0]) for b in bare):
-        return [(bare[0], tools)]
+        return [(bare[0], members)]
     if all(set(b) == {"type", "enum"} and b["type"] == "string" for b in bare):
         united: dict[Any, None] = {}
         for b in bare:
             united.update(dict.fromkeys(b["enum"]))
-        return [({"type": "string", "enum": list(united)}, tools)]
-    out: list[tuple[dict[str, Any], list[Tool]]] = []
-    for b, t in zip(bare, tools, strict=True):
-        for schema, members in out:
+        return [({"type": "string", "enum": list(united)}, members)]
+    out: list[tuple[dict[str, Any], list[tuple[Tool, str]]]] = []
+    for b, m in zip(bare, members, strict=True):
+        for schema, part in out:
             if canonical_json(schema) == canonical_json(b):
-                members.append(t)
+                part.append(m)
                 break
         else:
-            out.append((b, [t]))
+            out.append((b, [m]))
     return out

@@ -198,10 +198,14 @@ class OpenAIProvider(ModelAPI):
             if tool_choice is not None:
                 request["tool_choice"] = tool_choice
         if self.extra_body:
-            request["extra_body"] = self.extra_body
+            request.update(self.extra_body)  # what create(extra_body=...) does: merged into the JSON body
         t0 = time.perf_counter()
         try:
-            response = await self._client(url).chat.completions.create(**request)
+            # post() rather than chat.completions.create(): create() re-walks messages and tools
+            # through the SDK's TypedDict transform on every request, about half of the client's
+            # CPU per turn (bench/bench_harness.py loopback); the request is plain JSON already.
+            response = await self._client(url).post("/chat/completions", body=request,
+                                                     cast_to=_import_openai().types.chat.ChatCompletion)
         except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
             raise self._infra_error(exc, url) from exc
         latency = time.perf_counter() - t0

@@ -17,6 +17,7 @@ the texts being compared; lexical overlap only, used only when asked for
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import unicodedata
@@ -209,7 +210,8 @@ class NumpyMiniLM:
     def _ln(self, x: np.ndarray, name: str) -> np.ndarray:
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return np.asarray((x - mu) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"])
+        return np.asarray((x - mu) / np.sqrt(var + np.float32(self.eps)) * self.w[f"{name}.weight"]
+                          + self.w[f"{name}.bias"])
 
     def _lin(self, x: np.ndarray, name: str) -> np.ndarray:
         return np.asarray(x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"])
@@ -234,14 +236,14 @@ class NumpyMiniLM:
             q = split(self._lin(x, f"{p}.attention.self.query"))
             k = split(self._lin(x, f"{p}.attention.self.key"))
             v = split(self._lin(x, f"{p}.attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+            scores = q @ k.transpose(0, 1, 3, 2) * (1.0 / math.sqrt(d)) + bias
             scores = scores - scores.max(-1, keepdims=True)
             probs = np.exp(scores)
             probs /= probs.sum(-1, keepdims=True)
             ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
             x = self._ln(x + self._lin(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
             inter = self._lin(x, f"{p}.intermediate.dense")
-            inter = 0.5 * inter * (1.0 + erf(inter / np.sqrt(2.0)))
+            inter = 0.5 * inter * (1.0 + erf(inter * (1.0 / math.sqrt(2.0))))
             x = self._ln(x + self._lin(inter, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         m = mask[:, :, None].astype(np.float32)
         pooled = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)

@@ -44,6 +44,16 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=100)
 
 
+def _finish(fig: Figure, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> Figure:
+    """Lay the figure out once it is complete (tight layout; constrained layout is much slower)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig.tight_layout(rect=rect)
+    return fig
+
+
 def save(fig: Figure, path: str | Path) -> Path:
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
@@ -66,7 +76,7 @@ def selection_rates_figure(report: BiasReport, bench: Benchmark | None = None, *
     n = len(clusters)
     cols = min(4, n)
     rows = math.ceil(n / cols)
-    fig = _figure(3.6 * cols, 2.9 * rows)
+    fig = _figure(3.6 * cols, 3.1 * rows)
     axes = fig.subplots(rows, cols, squeeze=False)
     names: dict[str, Sequence[str]] = {}
     if bench is not None:
@@ -94,7 +104,7 @@ def selection_rates_figure(report: BiasReport, bench: Benchmark | None = None, *
     axes.flat[0].legend(fontsize=6, loc="upper right")
     fig.suptitle(title or f"selection rates by tool (x: canonical index) and by list position{_label(report)}",
                  fontsize=9)
-    return fig
+    return _finish(fig, (0, 0, 1, 0.97))
 
 
 def _label(report: BiasReport) -> str:
@@ -113,12 +123,12 @@ def tv_by_model_figure(reports: Mapping[str, BiasReport], *, title: str = "TV di
         ax.bar(xs, [getattr(reports[lb], m) for lb in labels], w, yerr=[reports[lb].std[m] for lb in labels],
                capsize=2, color=color, label=m.replace("delta_", "δ "))
     ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels([lb[:28] for lb in labels], rotation=20, ha="right", fontsize=7)
+    ax.set_xticklabels([lb[:40] for lb in labels], rotation=20, ha="right", fontsize=7)
     ax.set_ylim(0, 1)
     ax.set_ylabel("TV distance")
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=9)
-    return fig
+    return _finish(fig)
 
 
 def perturbation_figure(effects: Sequence[PerturbationEffect], base: BiasReport | None = None, *,
@@ -140,7 +150,7 @@ def perturbation_figure(effects: Sequence[PerturbationEffect], base: BiasReport 
     ax.set_ylim(0, 1)
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=9)
-    return fig
+    return _finish(fig)
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------
