@@ -137,7 +137,7 @@ def main() -> None:
     catalog = load_catalog("builtin")
     tasks = sorted(catalog.tasks, key=lambda t: t.id)[:: max(1, len(catalog.tasks) // args.tasks)][: args.tasks]
     codec = build_codec(catalog, registry()["native"])
-    data = {"system": DEFAULT_SYSTEM,
+    data: dict[str, Any] = {"system": DEFAULT_SYSTEM,
             "tools": {d.name: codec.schema(d.name) for d in catalog.domains},
             "tasks": [{"id": t.id, "domain": t.domain, "query": t.query,
                        "gold": [{"tool": a.tool, "arguments": dict(a.arguments)} for a in t.gold]} for t in tasks]}

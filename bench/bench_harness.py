@@ -180,8 +180,12 @@ async def _pool(conc: int, n: int, one: Callable[[], Coroutine[Any, Any, Any]]) 
 
 
 def loopback(args: argparse.Namespace) -> None:
-    import httpx
     import openai
+
+    try:  # the HTTP client the openai SDK uses here (httpx, or its fork httpx2)
+        import httpx2 as httpx
+    except ImportError:
+        import httpx  # type: ignore[no-redef]
     from openai.types.chat import ChatCompletion
 
     print(f"machine: {machine()}")

@@ -26,7 +26,7 @@ from toolbias.cli import main
 TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))
 
 
-def _tool(name: str = "set_light", params: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def _tool(name: str = "set_light", params: Any = None, **extra: Any) -> dict[str, Any]:
     params = params if params is not None else {
         "type": "object", "properties": {"room": {"type": "string", "enum": ["a", "b"]}, "on": {"type": "boolean"}},
         "required": ["room", "on"]}

@@ -149,23 +149,21 @@ def test_decoders_never_evaluate_payloads(canary: Path, monkeypatch: pytest.Monk
     assert not watch.hits, watch.hits
 
 
-def test_payload_round_trips_through_an_episode_as_data(canary: Path) -> None:
-    catalog = load_catalog("builtin")
-    task = sorted(catalog.tasks, key=lambda t: t.id)[0]
+def test_payload_round_trips_through_an_episode_as_data(tmp_path: Path, canary: Path) -> None:
+    """A free-text argument holding code is executed as a native action with that exact string."""
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps([{"type": "function", "function": {
+        "name": "add_note", "description": "store a note",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]))
+    catalog = load_catalog(f"tools:{path}")
+    evil = payloads(canary)
+    task = Task(id="n1", domain="notes", query="note it", gold=(NativeAction("notes", "add_note", {"text": evil[0]}),))
     codec = build_codec(catalog, registry()["native"])
-    tool = codec.schema(task.domain)[0]["function"]
-    string_args = [k for k, s in tool["parameters"].get("properties", {}).items() if s.get("type") == "string"
-                   and "enum" not in s]
-    if not string_args:
-        pytest.skip("the first tool has no free-text argument")
-    evil = payloads(canary)[0]
-    provider = ScriptedProvider(script={"default": [{"tool_calls": [{"name": tool["name"], "arguments": {
-        **{k: 1 for k in tool["parameters"].get("required", [])}, string_args[0]: evil}}]}]})
+    provider = ScriptedProvider(script={"default": [{"tool_calls": [
+        {"name": "add_note", "arguments": json.dumps({"text": p})} for p in evil]}]})
     rec = asyncio.run(run_episode(task, codec, provider, EpisodeConfig()))
-    assert rec.calls[0].tool_call.arguments is not None
-    assert rec.calls[0].tool_call.arguments[string_args[0]] == evil
-    assert isinstance(rec.executed, list) and not any(isinstance(a, NativeAction) and a.arguments is evil
-                                                      for a in rec.executed)
+    assert [a.arguments["text"] for a in rec.executed] == evil      # executed as data, byte for byte
+    assert [json.loads(c.message)["state"]["text"] for c in rec.calls] == evil
 
 
 # --------------------------------------------------------------------------- API keys

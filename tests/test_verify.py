@@ -173,16 +173,17 @@ def test_broken_layer_examples_say_what_went_wrong() -> None:
     assert any("finish()" in e for e in verify_codec(_broken("flags")).examples)
 
 
-def test_rejection_carrying_actions_is_caught() -> None:
-    """A Forward of a valid and an invalid call: the codec's rejection keeps the first action."""
+def test_rejection_part_way_carries_no_actions() -> None:
+    """A Forward of a valid and an invalid call is rejected as a whole: the codec drops the
+    first action (a rejection executes nothing), and verification still fails the layer."""
     r = verify_codec(_broken("twice"), probes=6)
-    assert any("carries actions" in e for e in r.examples) or any("rejected" in e for e in r.examples)
+    assert not r.ok and any("rejected" in e for e in r.examples)
     from toolbias.verify import _closure_problem
 
     c = _broken("twice")
-    s = c.session("home")
-    d = s.decode(Call("set_fan", {"room": "office", "speed": "low"}))
-    assert _closure_problem(c.catalog, "home", [d]) is not None
+    d = c.session("home").decode(Call("set_fan", {"room": "office", "speed": "low"}))
+    assert d.outcome.value == "rejection" and d.actions == ()
+    assert _closure_problem(c.catalog, "home", [d]) is None
 
 
 # -- CLI ---------------------------------------------------------------------------------

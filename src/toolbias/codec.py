@@ -8,7 +8,6 @@ rejections) under ``strict`` or ``lenient`` schema control.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 import jsonschema
 
 from .catalog.model import Catalog, NativeAction, Tool
-from .catalog.validation import arguments_error
+from .catalog.validation import arguments_error, tool_arguments_error
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
 #: tool-call arguments nested deeper than this are a parse error: real schemas nest a few
@@ -190,7 +189,7 @@ class _Level:
                 if one_of is None:
                     one_of = self._validators[key] = _OneOf(tool.parameters)
                 return one_of.error(args)
-            err = arguments_error(tool.parameters, args)
+            err = tool_arguments_error(tool, args)
             return None if err is None else err.message
         validator = self._validators.get(key)
         if validator is None:
@@ -269,7 +268,7 @@ class Session:
         if not isinstance(call.arguments, Mapping):
             return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
                            message=f"arguments of '{call.name}' must be a JSON object")
-        if too_deep(call.arguments):
+        if any(isinstance(v, (dict, list)) for v in call.arguments.values()) and too_deep(call.arguments):
             return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
                            message=f"arguments of '{call.name}' nest deeper than {MAX_ARGUMENT_DEPTH} levels")
         return self._decode_at(len(self.codec.layers), call, call)
@@ -300,7 +299,7 @@ class Session:
         assert tool is not None
         if level == 0:
             action = NativeAction(self.domain if tool.domain == ALL_DOMAINS else tool.domain, tool.name,
-                                  copy.deepcopy(dict(call.arguments)))
+                                  _json_copy(call.arguments))
             if action.domain != self.domain:
                 return self._reject(origin, RejectionKind.INVALID_ACTION,
                                     f"'{call.name}' acts on domain '{action.domain}', not '{self.domain}'.")
@@ -331,7 +330,8 @@ class Session:
             flags.extend(d.flags)
             lenient = lenient or d.lenient
             if d.outcome is not Outcome.NATIVE:
-                return Decoded(origin, d.outcome, actions=tuple(actions), reply=d.reply,
+                # a rejection (or reply) part-way executes nothing: earlier inner actions are dropped
+                return Decoded(origin, d.outcome, actions=(), reply=d.reply,
                                rejection_kind=d.rejection_kind, message=d.message, flags=tuple(flags),
                                routes=routes, route_classes=classes, lenient=lenient)
             actions.extend(d.actions)
@@ -367,6 +367,15 @@ class Session:
         for layer, state in zip(self.codec.layers, self.states, strict=True):
             flags.extend(layer.finish(state))
         return flags
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of parsed JSON (dicts, lists, scalars): cheaper than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _with_lenient(d: Decoded, note: str) -> Decoded:

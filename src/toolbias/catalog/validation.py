@@ -7,7 +7,7 @@ data, never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -261,4 +261,144 @@ def validate_action(catalog: Catalog, action: NativeAction) -> ActionError | Non
                            f"unknown tool '{action.tool}' in domain '{action.domain}'")
     if not isinstance(action.arguments, Mapping):
         return ActionError(ActionErrorKind.WRONG_TYPE, "arguments must be an object")
-    return arguments_error(tool.parameters, action.arguments)
+    return tool_arguments_error(tool, action.arguments)
+
+
+# -- compiled checks: the same verdicts as value_error / arguments_error, built once per
+# schema, so the valid path (almost every call) costs a few dict lookups. Messages still
+# come from the functions above, which run only when a compiled check says "invalid".
+
+Check = Callable[[Any], bool]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_SINGLE_TYPE_CHECKS: dict[str, Check] = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def _type_check(types: Any) -> Check | None:
+    if not types:
+        return None
+    if isinstance(types, str) and types in _SINGLE_TYPE_CHECKS:
+        return _SINGLE_TYPE_CHECKS[types]
+    allowed = types if isinstance(types, list) else [types]
+
+    def ok(v: Any) -> bool:
+        for t in allowed:
+            if isinstance(v, bool) and t != "boolean":
+                continue
+            if t == "integer" and isinstance(v, float) and v.is_integer():
+                return True
+            if isinstance(v, JSON_TYPES.get(t, (object,))):
+                return True
+        return False
+
+    return ok
+
+
+def compile_value_check(schema: Mapping[str, Any]) -> Check:
+    """A predicate with :func:`value_error`'s verdict (True = valid)."""
+    checks: list[Check] = []
+    type_ok = _type_check(schema.get("type"))
+    if type_ok:
+        checks.append(type_ok)
+    enum = schema.get("enum")
+    if enum is not None:
+        try:
+            members: Any = frozenset(enum)
+        except TypeError:  # unhashable members: list membership, as value_error does
+            members = list(enum)
+
+        def in_enum(v: Any) -> bool:
+            try:
+                return v in members
+            except TypeError:
+                return v in list(enum)
+
+        checks.append(in_enum)
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    xlo = xlo if _is_number(xlo) else None
+    xhi = xhi if _is_number(xhi) else None
+    if any(b is not None for b in (lo, hi, xlo, xhi)):
+        def in_range(v: Any) -> bool:
+            if not _is_number(v):
+                return True
+            return not ((lo is not None and v < lo) or (hi is not None and v > hi)
+                        or (xlo is not None and v <= xlo) or (xhi is not None and v >= xhi))
+
+        checks.append(in_range)
+    if "properties" in schema:
+        obj_ok = compile_arguments_check(schema)
+        checks.append(lambda v: not isinstance(v, dict) or obj_ok(v))
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        item_ok = compile_value_check(items)
+        def items_ok(v: Any) -> bool:
+            if isinstance(v, list):
+                for i in v:
+                    if not item_ok(i):
+                        return False
+            return True
+
+        checks.append(items_ok)
+    if not checks:
+        return lambda v: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+
+    def every(v: Any) -> bool:
+        for c in checks:
+            if not c(v):
+                return False
+        return True
+
+    return every
+
+
+def compile_arguments_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate with :func:`arguments_error`'s verdict (True = valid)."""
+    props: Mapping[str, Any] = schema.get("properties", {}) or {}
+    required = tuple(schema.get("required", []) or [])
+    closed = schema.get("additionalProperties", False) is False
+    value_checks = {name: compile_value_check(sub) for name, sub in props.items()}
+
+    def ok(args: Mapping[str, Any]) -> bool:
+        for name in required:
+            if name not in args:
+                return False
+        for name, value in args.items():
+            check = value_checks.get(name)
+            if check is None:
+                if closed:
+                    return False
+                continue
+            if not check(value):
+                return False
+        return True
+
+    return ok
+
+
+def tool_arguments_error(tool: Tool, args: Mapping[str, Any]) -> ActionError | None:
+    """:func:`arguments_error` for a tool's parameters, with the check compiled once per tool."""
+    check = tool.__dict__.get("_arguments_check")
+    if check is None:
+        check = compile_arguments_check(tool.parameters)
+        object.__setattr__(tool, "_arguments_check", check)  # tools are immutable: caching is safe
+    if check(args):
+        return None
+    return arguments_error(tool.parameters, args)
