@@ -121,6 +121,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8, help="toolbias concurrency / inspect max_samples")
     ap.add_argument("--inspect-python", default="/tmp/inspect-venv/bin/python")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each harness; medians are printed")
+    ap.add_argument("--write-data", metavar="FILE", help="only write the tasks file and print both commands")
     ap.add_argument("--inspect-worker", nargs=3, metavar=("DATA", "LOGDIR", "MAX_SAMPLES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inspect_worker:
@@ -135,7 +136,7 @@ def main() -> None:
     from toolbias.variants import build_codec, registry
 
     catalog = load_catalog("builtin")
-    tasks = sorted(catalog.tasks, key=lambda t: t.id)[:: max(1, len(catalog.tasks) // args.tasks)][: args.tasks]
+    tasks = list(catalog.tasks)[: args.tasks]  # the tasks `toolbias run --tasks N` runs
     codec = build_codec(catalog, registry()["native"])
     data: dict[str, Any] = {"system": DEFAULT_SYSTEM,
             "tools": {d.name: codec.schema(d.name) for d in catalog.domains},
@@ -143,6 +144,13 @@ def main() -> None:
                        "gold": [{"tool": a.tool, "arguments": dict(a.arguments)} for a in t.gold]} for t in tasks]}
     if len({t["query"] for t in data["tasks"]}) < len(tasks):
         raise SystemExit("two chosen tasks share a query; the mock model could not tell them apart")
+    if args.write_data:  # for whole-process timings of both commands (printed)
+        Path(args.write_data).write_text(json.dumps(data))
+        print(f"toolbias:   toolbias run --model oracle --variants native --tasks {len(tasks)} "
+              f"--concurrency {args.concurrency} --store FRESH.db")
+        print(f"inspect_ai: {args.inspect_python} {__file__} --inspect-worker {args.write_data} LOGDIR "
+              f"{args.concurrency}")
+        return
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         data_path = Path(tmp) / "tasks.json"

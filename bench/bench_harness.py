@@ -3,6 +3,7 @@ zero-latency loopback OpenAI-compatible server compared with bare client loops.
 
     python bench/bench_harness.py grid                    # all variants x all built-in tasks
     python bench/bench_harness.py grid --profile 25       # ... and the 25 hottest functions
+    python bench/bench_harness.py grid --jobs 2           # ... as 2 shards in 2 processes, then merged
     python bench/bench_harness.py grid --per-variant 300  # episodes/s of each variant on 300 tasks
     python bench/bench_harness.py loopback                # turns/s at concurrency 1, 8, 64, 256
 
@@ -74,6 +75,9 @@ def grid(args: argparse.Namespace) -> None:
     if args.per_variant:
         per_variant(args, catalog)
         return
+    if args.jobs > 1:
+        sharded(args, len(variants))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         cfg = StudyConfig(model="oracle", catalog=args.catalog, variants=args.variants, concurrency=args.concurrency)
@@ -104,6 +108,39 @@ def grid(args: argparse.Namespace) -> None:
         stats.sort_stats("tottime").print_stats(args.profile)
         print(f"\nby cumulative time (top {args.profile}):")
         stats.sort_stats("cumulative").print_stats(args.profile)
+
+
+def _shard_worker(job: tuple[str, str, int, int, int, str]) -> tuple[int, int, float, float]:
+    catalog, variants, concurrency, i, n, path = job
+    t0, c0 = time.perf_counter(), time.process_time()
+    cfg = StudyConfig(model="oracle", catalog=catalog, variants=variants, concurrency=concurrency, shard=(i, n))
+    prog = run_study(build_study(cfg), path, check=False)
+    return prog.done, prog.successes, time.perf_counter() - t0, time.process_time() - c0
+
+
+def sharded(args: argparse.Namespace, n_variants: int) -> None:
+    """The grid as ``--jobs`` shards (``--shard i/n``) in worker processes, then ``merge_stores``:
+    what ``toolbias run --shard i/n`` on n cores followed by ``toolbias merge`` does."""
+    import multiprocessing as mp
+
+    from toolbias.store import merge_stores
+
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(args.catalog, args.variants, args.concurrency, i, args.jobs, str(Path(tmp) / f"s{i}.db"))
+                for i in range(args.jobs)]
+        t0 = time.perf_counter()
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            results = pool.map(_shard_worker, jobs)
+        ran = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        counts = merge_stores([j[-1] for j in jobs], Path(tmp) / "all.db")
+        merged = time.perf_counter() - t1
+    n = sum(r[0] for r in results)
+    ok = sum(r[1] for r in results)
+    print(f"{args.jobs} shard processes: {n} episodes in {ran:.1f} s = {n / ran:.0f} episodes/s "
+          f"(start-up and build included; CPU {' + '.join(f'{r[3]:.1f}' for r in results)} s); "
+          f"success {ok}/{n} = {100 * ok / max(n, 1):.2f}%")
+    print(f"merge: {counts['episodes']} episodes in {merged:.1f} s; whole grid: {ran + merged:.1f} s")
 
 
 def per_variant(args: argparse.Namespace, catalog: Any) -> None:
@@ -264,6 +301,7 @@ def main() -> None:
     g.add_argument("--variants", default="all")
     g.add_argument("--concurrency", type=int, default=8)
     g.add_argument("--profile", type=int, default=0, metavar="N", help="print the N hottest functions")
+    g.add_argument("--jobs", type=int, default=1, help="run the grid as this many shards in parallel processes")
     g.add_argument("--per-variant", type=int, default=0, metavar="TASKS",
                    help="instead: episodes/s of each variant on the first TASKS tasks")
     lb = sub.add_parser("loopback", help="turns/s against the loopback server vs bare client loops")

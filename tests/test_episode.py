@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from minicatalog import mini_catalog
-
 from toolbias import Control, VariantSpec, build_codec
 from toolbias.episode import Condition, EpisodeConfig, Termination, run_episode
 from toolbias.providers.oracle import OracleProvider

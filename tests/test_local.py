@@ -292,3 +292,15 @@ async def test_saved_prefix_states_survive_interleaved_domains(model: LocalProvi
     await model.generate([other_system, {"role": "user", "content": "Play jazz"}], other_tools, None, cfg)
     out = await model.generate([SYSTEM, {"role": "user", "content": "Kitchen colder"}], TOOLS, None, cfg)
     assert out.usage.cached_prompt_tokens > 100  # restored from the saved state, not the live cache
+
+
+@pytest.mark.slow
+def test_usable_from_several_event_loops(model: LocalProvider) -> None:
+    cfg = GenerateConfig(max_tokens=1)
+
+    async def two() -> None:
+        await asyncio.gather(*(model.generate([SYSTEM, {"role": "user", "content": "Hi"}], TOOLS, "none", cfg)
+                               for _ in range(2)))
+
+    asyncio.run(two())
+    asyncio.run(two())  # a second loop: the per-loop lock does not leak across loops

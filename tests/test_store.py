@@ -7,8 +7,8 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from minicatalog import mini_catalog
 
+from minicatalog import mini_catalog
 from toolbias.errors import StoreError
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study, sample_tasks
@@ -37,7 +37,7 @@ def test_infra_errors_are_stored_apart_and_rerun(tmp_path):
     db = tmp_path / "s.db"
     flaky = ScriptedProvider(script=lambda *a: {"infra_error": "HTTP 500"}, name="m")
     cfg = StudyConfig(model="m", variants="native", concurrency=1)
-    from toolbias.providers.wrapper import RetryPolicy, ProviderWrapper
+    from toolbias.providers.wrapper import ProviderWrapper, RetryPolicy
 
     wrapped = ProviderWrapper(flaky, retry=RetryPolicy(attempts=2, initial_wait=0, max_wait=0))
     p = run_study(build_study(cfg, model=wrapped, catalog=CAT), db)

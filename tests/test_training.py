@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from minicatalog import mini_catalog
-
 from toolbias import VariantSpec, build_codec
 from toolbias.training import ToolEnv, exact_success_reward, sft_examples
 

@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from ..errors import ToolbiasError
@@ -22,10 +31,11 @@ from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import aevaluate_filter, arun_mitigation, builtin_filter_set
 from ..selection.perturb import CONDITIONS, TARGETED, apply_condition, condition_label, perturbation_effects
 from ..selection.records import SelectionRecord
+from ..selection.report import store_reports
 from ..selection.runner import PRESENTATIONS, RunSummary, arun_selection, report_of
 from ..selection.store import SelectionStore
 
-DEFAULT_STORE = "selection.db"
+DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 T = TypeVar("T")
 
 
@@ -124,17 +134,21 @@ async def _run(model: ModelAPI, bench: Benchmark, *, runs: int, presentation: st
                                 on_record=progress)
 
 
-def _progress(every: int = 250) -> Callable[[SelectionRecord], None]:
-    """A callback printing a line to stderr every ``every`` answers."""
-    console = _console()
-    count = {"n": 0}
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Callable[[SelectionRecord], None]]:
+    """A progress bar on stderr for the answers still to come (stored ones are skipped)."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("parsed {task.fields[ok]}  unparsed {task.fields[unparsed]}  errors {task.fields[err]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    counts = {"ok": 0, "unparsed": 0, "error": 0}
+    with Progress(*columns, console=_console(), transient=False) as bar:
+        task = bar.add_task(label, total=total, ok=0, unparsed=0, err=0)
 
-    def on_record(rec: SelectionRecord) -> None:
-        count["n"] += 1
-        if count["n"] % every == 0:
-            console.print(f"  {count['n']} answers", highlight=False)
+        def on_record(rec: SelectionRecord) -> None:
+            counts[rec.status.value] += 1
+            bar.update(task, advance=1, ok=counts["ok"], unparsed=counts["unparsed"], err=counts["error"])
 
-    return on_record
+        yield on_record
 
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -213,10 +227,12 @@ def register(group: click.Group) -> None:
             if condition.partition(":")[0] in TARGETED and ":" not in condition:
                 rates = _base_rates(st, provider.spec, bench.name, presentation)
             perturbed = apply_condition(bench, condition, seed=seed, base_rates=rates)
-            records, summary = _session([provider], lambda: _run(
-                provider, perturbed, runs=runs, presentation=presentation, condition=condition_label(condition),
-                config=_config(temperature, top_p, max_tokens, seed), tool_choice=tool_choice,
-                concurrency=concurrency, store=st, progress=_progress()))
+            total = runs * sum(len(c.queries) * c.k for c in perturbed)
+            with _progress(total, f"{provider.spec} {presentation}/{condition}") as on_record:
+                records, summary = _session([provider], lambda: _run(
+                    provider, perturbed, runs=runs, presentation=presentation, condition=condition_label(condition),
+                    config=_config(temperature, top_p, max_tokens, seed), tool_choice=tool_choice,
+                    concurrency=concurrency, store=st, progress=on_record))
         _console().print(_summary_line(summary), highlight=False)
         if summary.errors:
             _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the same command "
@@ -543,21 +559,4 @@ def register(group: click.Group) -> None:
 def _store_reports(store: str, *, model: str | None = None, benchmark: str | None = None,
                    condition: str | None = None, presentation: str | None = None) -> dict[str, BiasReport]:
     """One report per (model, benchmark, presentation, condition) group with parsed selections."""
-    if not Path(store).is_file():
-        raise ToolbiasError("store not found", where=store, fix="run `toolbias select run --store FILE` first")
-    out: dict[str, BiasReport] = {}
-    with SelectionStore(store) as st:
-        for g in st.groups():
-            if any(v is not None and g[k] != v for k, v in (("model", model), ("benchmark", benchmark),
-                                                             ("condition", condition),
-                                                             ("presentation", presentation))):
-                continue
-            if not g["ok"]:
-                continue
-            label = f"{g['model']} | {g['benchmark']} | {g['presentation']} | {g['condition']}"
-            recs = st.records(model=g["model"], benchmark=g["benchmark"], condition=g["condition"],
-                              presentation=g["presentation"])
-            out[label] = report_of(recs, label=label)
-    if not out:
-        raise ToolbiasError("no parsed selections in the store match", where=store)
-    return out
+    return store_reports(store, model=model, benchmark=benchmark, condition=condition, presentation=presentation)

@@ -9,8 +9,6 @@ from ..catalog.model import Tool
 from .base import Layer, outer_tool
 
 
-
-
 class StripDescriptions(Layer):
     op = "strip"
 

@@ -37,6 +37,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -262,7 +263,9 @@ class LocalProvider(ModelAPI):
         self.stats = LocalStats()
         self._file_sha: str | None = None
         self._lock = threading.Lock()
-        self._alock: asyncio.Lock | None = None
+        #: one asyncio lock per event loop (requests queue there, not in the thread pool)
+        self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = \
+            weakref.WeakKeyDictionary()
         _import_llama()  # fail early with the install hint
 
     # -- identity -------------------------------------------------------------
@@ -345,9 +348,11 @@ class LocalProvider(ModelAPI):
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
-        if self._alock is None:
-            self._alock = asyncio.Lock()
-        async with self._alock:  # queue here, not in the thread pool
+        loop = asyncio.get_running_loop()
+        alock = self._alocks.get(loop)
+        if alock is None:
+            alock = self._alocks[loop] = asyncio.Lock()
+        async with alock:  # queue here, not in the thread pool
             return await asyncio.to_thread(self.generate_sync, messages, tools, tool_choice, config)
 
     def render(self, messages: list[Message], tools: list[dict[str, Any]]) -> str:

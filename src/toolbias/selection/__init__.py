@@ -13,7 +13,8 @@ Modules: :mod:`.benchmark` (clusters, rotations, the built-in benchmark), :mod:`
 parsing), :mod:`.metrics` (TV metrics, record format, cross-model agreement),
 :mod:`.features` and :mod:`.embed` (explanation), :mod:`.perturb` (metadata perturbations),
 :mod:`.mitigate` (filter-then-uniform, filter quality), :mod:`.figures` (plots, HTML),
-:mod:`.store` (SQLite tables).
+:mod:`.store` (SQLite tables), :mod:`.report` (store -> reports and the HTML report's sections:
+``html_fragments(store_path)``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .mitigate import (
 from .parse import Parsed, parse_output, parse_text
 from .perturb import CONDITIONS, PerturbationEffect, apply_condition, perturbation_effects
 from .records import SelectionRecord, Status
+from .report import html_fragments, store_reports
 from .runner import (
     PRESENTATIONS,
     RunSummary,
@@ -51,7 +53,7 @@ __all__ = [
     "FilterScores", "MitigationRunner", "Parsed", "PerturbationEffect", "RunSummary", "Selection",
     "SelectionRecord", "SelectionRunner", "SelectionStore", "SelectionTool", "Status", "aevaluate_filter",
     "agreement", "apply_condition", "arun_mitigation", "arun_selection", "bias_report", "build_request",
-    "builtin_benchmark", "builtin_filter_set", "load_benchmark", "load_biasbusters", "load_biasbusters_filter_set",
+    "builtin_benchmark", "builtin_filter_set", "html_fragments", "load_benchmark", "load_biasbusters", "load_biasbusters_filter_set",
     "parse_output", "parse_subset", "parse_text", "perturbation_effects", "plan_trials", "read_records",
-    "report_of", "rotations", "run_selection", "score_filter", "tv_from_uniform",
+    "report_of", "rotations", "run_selection", "score_filter", "store_reports", "tv_from_uniform",
 ]

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 from .benchmark import Benchmark, SelectionTool
-from .parse import _THINK, match_name
+from .parse import match_name, strip_reasoning
 from .records import SelectionRecord, Status, canonical, trial_key
 from .runner import PROMPT_VERSION, SelectionRunner, Trial, describe_parameters, plan_trials, run_config
 from .store import SelectionStore
@@ -83,8 +83,7 @@ def filter_messages(query: str, candidates: Sequence[SelectionTool]) -> list[Mes
 
 def _json_values(text: str) -> Any:
     """The first JSON object or array in the text (after removing reasoning and code fences)."""
-    body = _THINK.sub("", text)
-    body = re.sub(r"```(?:json)?", "", body)
+    body = re.sub(r"```(?:json)?", "", strip_reasoning(text))
     decoder = json.JSONDecoder()
     for m in re.finditer(r"[\[{]", body):
         try:

@@ -76,8 +76,12 @@ def _index(text: str, k: int) -> int | None:
     return None
 
 
-def _clean(text: str) -> str:
+def strip_reasoning(text: str) -> str:
+    """The answer without ``<think>...</think>`` blocks."""
     return _THINK.sub("", text).strip()
+
+
+_clean = strip_reasoning
 
 
 def parse_text(text: str | None, names: Sequence[str], *, allow_index: bool = True) -> Parsed:

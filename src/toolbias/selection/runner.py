@@ -184,10 +184,13 @@ class SelectionRunner:
         buffer: list[SelectionRecord] = []
         sem = asyncio.Semaphore(self.concurrency)
 
+        last_flush = [time.perf_counter()]
+
         def flush() -> None:
             if self.store and buffer:
                 self.store.put(buffer)
             buffer.clear()
+            last_flush[0] = time.perf_counter()
 
         async def one(trial: Trial, key: str) -> None:
             async with sem:
@@ -200,8 +203,8 @@ class SelectionRunner:
             else:
                 self.summary.errors += 1
             buffer.append(rec)
-            if len(buffer) >= 50:
-                flush()
+            if len(buffer) >= 50 or time.perf_counter() - last_flush[0] > 5.0:
+                flush()  # slow models: finished answers reach the store within seconds
             if self.on_record:
                 self.on_record(rec)
 

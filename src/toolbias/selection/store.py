@@ -60,16 +60,40 @@ CREATE TABLE IF NOT EXISTS selection_filter (
 class SelectionStore:
     """Selection records in SQLite (WAL); safe to share between the runner's tasks (one connection, a lock)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
+            if readonly:
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                           check_same_thread=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, check_same_thread=False)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(SCHEMA)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the results store: {exc}", where=str(self.path)) from None
         self._lock = threading.Lock()
+
+    @classmethod
+    def open_existing(cls, path: str | Path) -> SelectionStore | None:
+        """The store read-only if the file exists and holds selection records, else None (never creates)."""
+        p = Path(path)
+        if not p.is_file():
+            return None
+        try:
+            st = cls(p, readonly=True)
+        except StoreError:
+            return None
+        if not st.has_table("selection_records"):
+            st.close()
+            return None
+        return st
+
+    def has_table(self, name: str) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()
+        return row is not None
 
     def close(self) -> None:
         self._db.close()
@@ -148,6 +172,8 @@ class SelectionStore:
             self._db.commit()
 
     def filter_rows(self, *, model: str | None = None, eval_set: str | None = None) -> list[dict[str, Any]]:
+        if not self.has_table("selection_filter"):
+            return []
         where, args = self._where(model=model, eval_set=eval_set)
         with self._lock:
             rows = self._db.execute(f"SELECT record FROM selection_filter{where} ORDER BY rowid",  # noqa: S608
