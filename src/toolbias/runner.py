@@ -255,10 +255,5 @@ def run_study(cfg: StudyConfig | Study, store: Store | str = "toolbias.db", on_p
             st.close()
 
 
-def check_model(study: Study) -> None:
-    """Fail fast (ProviderError) when the model cannot be used: before any episode starts."""
-    asyncio.run(study.model.check())
-
-
-__all__ = ["Progress", "Study", "StudyConfig", "build_study", "check_model", "run_study", "run_study_async",
+__all__ = ["Progress", "Study", "StudyConfig", "build_study", "run_study", "run_study_async",
            "sample_tasks", "ProviderWrapper"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import click
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from ..codec import Control
 from ..recommend import rank_variants
-from ..runner import StudyConfig, build_study, check_model, run_study
+from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store
 
 
@@ -34,9 +35,8 @@ def register(group: click.Group) -> None:
                           study=f"recommend|{model}|{control}|{sample}|{seed}",
                           provider_options={"base_urls": list(base_url)} if base_url else {})
         study = build_study(cfg)
-        check_model(study)
         with Store(store) as st:
-            run_study(study, st, check=False)
+            asyncio.run(run_study_async(study, st))  # checks the model first, in the same event loop
             ranked = rank_variants(study, st, seed=seed)
         if as_json:
             click.echo(json.dumps([r.to_dict() for r in ranked], indent=2))

@@ -112,7 +112,7 @@ def register(group: click.Group) -> None:
         """Compliance probes: single-operation instructions per variant (paper Table 10).
         Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
         from ..probes import compliance_cells, probe_study
-        from ..runner import StudyConfig, check_model, run_study
+        from ..runner import StudyConfig, run_study
         from ..stats import cell_success
         from ..store import Store, episodes_dataframe
 
@@ -122,11 +122,10 @@ def register(group: click.Group) -> None:
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                           concurrency=concurrency, study=study, cache=cache, provider_options=options)
         built = probe_study(cfg, n=n_probes)
-        check_model(built)
         err = Console(stderr=True)
         started = time.perf_counter()
         with Store(store) as st:
-            prog = run_study(built, st, check=False)
+            prog = run_study(built, st)  # checks the model before any episode, in the same event loop
             err.print(f"{prog.done - prog.skipped} probe episodes run, {prog.skipped} resumed "
                       f"({time.perf_counter() - started:.1f}s)")
             name = built.config.study_name

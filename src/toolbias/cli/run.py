@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 
@@ -22,7 +23,7 @@ from ..episode import Condition
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig
 from ..runner import Progress as RunProgress
-from ..runner import StudyConfig, build_study, check_model, run_study
+from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store, export, merge_stores
 
 #: ``toolbias run`` with no options: the embedded model, a small stratified sample
@@ -96,22 +97,29 @@ def register(group: click.Group) -> None:
                           concurrency=concurrency, shard=_shard(shard), study=study, cache=cache,
                           provider_options=options)
         built = build_study(cfg)
-        check_model(built)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]:.1f} ep/s  success {task.fields[succ]}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
-        with Store(store) as st, Progress(*columns, console=console, transient=False) as bar:
-            task_id = bar.add_task("episodes", total=None, rate=0.0, succ="-")
 
-            def on_progress(p: RunProgress) -> None:
-                ran = p.done - p.skipped
-                elapsed = max(time.perf_counter() - p.started, 1e-9)
-                succ = f"{100 * p.successes / ran:.0f}%" if ran else "-"
-                bar.update(task_id, total=p.total, completed=p.done, rate=ran / elapsed, succ=succ)
+        async def check_then_run(st: Store) -> RunProgress:
+            # one event loop for the check and the run: SDK clients belong to the loop that made them
+            await built.model.check()  # unreachable server, bad key, unknown model: before any episode
+            with Progress(*columns, console=console, transient=False) as bar:
+                task_id = bar.add_task("episodes", total=None, rate=0.0, succ="-")
 
-            prog = run_study(built, st, on_progress=on_progress, check=False)
-            bar.update(task_id, total=prog.total, completed=prog.done)
+                def on_progress(p: RunProgress) -> None:
+                    ran = p.done - p.skipped
+                    elapsed = max(time.perf_counter() - p.started, 1e-9)
+                    succ = f"{100 * p.successes / ran:.0f}%" if ran else "-"
+                    bar.update(task_id, total=p.total, completed=p.done, rate=ran / elapsed, succ=succ)
+
+                prog = await run_study_async(built, st, on_progress, check=False)
+                bar.update(task_id, total=prog.total, completed=prog.done)
+            return prog
+
+        with Store(store) as st:
+            prog = asyncio.run(check_then_run(st))
             Console().print(summary_table(st, cfg.study_name))
         if prog.infra_errors:
             console.print(f"[yellow]{prog.infra_errors} episodes hit infrastructure errors; "
