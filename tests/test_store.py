@@ -107,3 +107,19 @@ def test_stratified_sample_is_deterministic_and_covers_strata():
     a = sample_tasks(CAT.tasks, 4, seed=1)
     assert a == sample_tasks(CAT.tasks, 4, seed=1) and len(a) == 4
     assert {t.domain for t in a} == {"home", "car"}
+
+
+def test_merge_copies_other_tables(tmp_path):
+    parts = []
+    for i in range(2):
+        p = tmp_path / f"p{i}.db"
+        run_study(study(StudyConfig(model="oracle", variants="native", shard=(i, 2))), p)
+        with Store(p) as s:
+            s.db.execute("CREATE TABLE IF NOT EXISTS extra (key TEXT PRIMARY KEY, v INTEGER)")
+            s.db.executemany("INSERT INTO extra VALUES (?, ?)", [(f"k{i}", i), ("shared", 9)])
+            s.db.commit()
+        parts.append(p)
+    counts = merge_stores(parts, tmp_path / "all.db")
+    with Store(tmp_path / "all.db") as s:
+        assert sorted(s.db.execute("SELECT key FROM extra")) == [("k0",), ("k1",), ("shared",)]
+    assert counts["other_rows"] == 3

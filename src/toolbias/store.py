@@ -243,9 +243,34 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
                 out.db.executemany(f"INSERT INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
                                    rows)
                 counts["episodes"] += len(rows)
+                counts["other_rows"] = counts.get("other_rows", 0) + _copy_other_tables(s.db, out.db)
         out.db.commit()
         counts["studies"] = len(out.studies())
     return counts
+
+
+_CORE_TABLES = frozenset({"meta", "studies", "episodes"})
+
+
+def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:
+    """Copy tables other modules keep in the study file (tool-selection records ...):
+    created as in the source, rows inserted unless their primary key is already there."""
+    n = 0
+    tables = src.execute("SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")
+    for name, sql in tables.fetchall():
+        if name in _CORE_TABLES or not sql:
+            continue
+        dst.execute(sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+        for idx_sql, in src.execute("SELECT sql FROM sqlite_master WHERE type='index' AND tbl_name=? AND sql IS NOT NULL",
+                                    (name,)).fetchall():
+            dst.execute(idx_sql.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1)
+                        .replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX IF NOT EXISTS", 1))
+        rows = src.execute(f'SELECT * FROM "{name}"').fetchall()
+        if rows:
+            marks = ",".join("?" * len(rows[0]))
+            cur = dst.executemany(f'INSERT OR IGNORE INTO "{name}" VALUES ({marks})', rows)
+            n += max(cur.rowcount, 0)
+    return n
 
 
 def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, kind: str | None = "task") -> Any:
