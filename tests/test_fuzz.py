@@ -432,6 +432,34 @@ def test_decoder_special_arguments(wild_catalog: Catalog) -> None:
                     assert d.outcome is Outcome.REJECTION and d.rejection_kind is not None
 
 
+def test_deep_arguments_are_a_parse_error_not_a_crash(wild_catalog: Catalog) -> None:
+    deep = json.loads("[" * 900 + "]" * 900)  # json accepts it; copying or validating it recursively would not
+    for codec in _codecs(wild_catalog):
+        d = codec.session("wild").decode(Call(codec.tools_for("wild")[0].name, {"mode": "a", "blob": deep}))
+        assert d.outcome is Outcome.REJECTION and "nest deeper" in d.message
+
+
+def test_lone_surrogates_are_stored_and_exported(tmp_path: Path, task_catalog: Catalog) -> None:
+    """A broken escape (``"\\ud83d"``) in model output must not stop the store (SQLite and UTF-8
+    files refuse lone surrogates): the record is kept, with the same value read back."""
+    from toolbias.runner import StudyConfig, build_study, run_study
+    from toolbias.store import Store, export
+
+    task = sorted(task_catalog.tasks, key=lambda t: t.id)[0]
+    provider = ScriptedProvider(script={"default": [
+        {"content": "half an emoji \ud83d", "tool_calls": [{"name": "x", "arguments": '{"a": "\\ud800"}'}]}]})
+    study = build_study(StudyConfig(model="scripted", catalog=task_catalog.name, variants="native"), provider,
+                        tasks=[task])
+    run_study(study, str(tmp_path / "s.db"))
+    with Store(tmp_path / "s.db") as s:
+        (row,) = list(s.rows())
+    assert row.record["messages"][2]["content"] == "half an emoji \ud83d"
+    assert row.record["calls"][0]["tool_call"]["arguments"] == {"a": "\ud800"}
+    assert export(tmp_path / "s.db", "jsonl", tmp_path / "s.jsonl") == 1
+    assert json.loads((tmp_path / "s.jsonl").read_text(encoding="utf-8"))["record"]["calls"][0]["tool_call"][
+        "arguments"] == {"a": "\ud800"}
+
+
 # --------------------------------------------------------------------------- whole episodes
 
 

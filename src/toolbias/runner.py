@@ -36,6 +36,7 @@ class StudyConfig:
     catalog: str = "builtin"
     variants: str = "representative"
     tasks: int | None = None          # first N tasks (in file order)
+    domains: tuple[str, ...] = ()     # only tasks of these domains (all when empty)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     seed: int = 0
     control: Control = Control.STRICT
@@ -136,6 +137,10 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     tasks = list(catalog.tasks)
     if not tasks:
         raise ToolbiasError(f"catalog '{catalog.name}' has no tasks", fix="use a catalog with a query set")
+    if cfg.domains:
+        for d in cfg.domains:
+            catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
+        tasks = [t for t in tasks if t.domain in cfg.domains]
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:
