@@ -382,7 +382,7 @@ def test_edited_variant_spec_under_the_same_name_is_refused(tmp_path: Path, cata
 
 
 def test_changed_base_url_or_model_settings_via_api(tmp_path: Path, catalog: Catalog) -> None:
-    """Provider settings (model name, base URLs) are part of the identity too."""
+    """Provider settings (the model name) are part of the identity; base URLs are not (tested in test_store)."""
     store = tmp_path / "s.db"
     codecs = [build_codec(catalog, s) for s in resolve_variants("native")]
     with FakeOpenAIServer(models=("fake-model", "other-model"), responder=HttpOracle(catalog, codecs)) as server:

@@ -123,3 +123,19 @@ def test_merge_copies_other_tables(tmp_path):
     with Store(tmp_path / "all.db") as s:
         assert sorted(s.db.execute("SELECT key FROM extra")) == [("k0",), ("k1",), ("shared",)]
     assert counts["other_rows"] == 3
+
+
+def test_base_urls_are_not_part_of_the_study_identity(tmp_path):
+    class Served(ScriptedProvider):
+        def __init__(self, urls):
+            super().__init__(script={"default": []}, name="served")
+            self.urls = urls
+
+        def settings(self):
+            return {"spec": self.spec, "model": "m", "base_urls": self.urls}
+
+    cfg = StudyConfig(model="served", variants="native", concurrency=2)
+    db = tmp_path / "s.db"
+    run_study(build_study(cfg, model=Served(["http://a:8000/v1"]), catalog=CAT), db)
+    again = run_study(build_study(cfg, model=Served(["http://b:9000/v1", "http://c:9000/v1"]), catalog=CAT), db)
+    assert again.skipped == again.total == 8

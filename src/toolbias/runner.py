@@ -160,7 +160,10 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
-    settings = {"provider": provider.settings(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
+    # Where requests go is not what the model is: replicas, ports and extra --base-url servers
+    # may change between a study's runs (resume, shards) without changing its episodes.
+    behaviour = {k: v for k, v in provider.settings().items() if k not in ("base_url", "base_urls")}
+    settings = {"provider": behaviour, "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
     return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings))
 
 
