@@ -98,7 +98,7 @@ class Study:
         return {
             "model": cfg.model, "settings_hash": self.settings_hash,
             # the settings themselves (not only their hash), so a refusal can say what changed
-            "settings": {"provider": self.model.settings(), "generate": cfg.generate.to_dict()},
+            "settings": {"provider": model_behaviour(self.model), "generate": cfg.generate.to_dict()},
             "catalog": f"{self.catalog.name}#{self.catalog.fingerprint()}",
             "variants": [c.name for c in self.codecs],
             # a variant's definition, so an edited spec file under the same name is not mixed in
@@ -111,6 +111,12 @@ class Study:
 
 def codec_steps(codec: Codec) -> list[Any]:
     return [[layer.op, layer.params] for layer in codec.layers]
+
+
+def model_behaviour(model: ModelAPI) -> dict[str, Any]:
+    """A provider's settings minus where its requests go: replicas, ports and extra --base-url
+    servers may change between a study's runs (resume, shards) without changing its episodes."""
+    return {k: v for k, v in model.settings().items() if k not in ("base_url", "base_urls")}
 
 
 def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
@@ -160,10 +166,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
-    # Where requests go is not what the model is: replicas, ports and extra --base-url servers
-    # may change between a study's runs (resume, shards) without changing its episodes.
-    behaviour = {k: v for k, v in provider.settings().items() if k not in ("base_url", "base_urls")}
-    settings = {"provider": behaviour, "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
+    settings = {"provider": model_behaviour(provider), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
     return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings))
 
 
