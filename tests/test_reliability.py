@@ -229,13 +229,14 @@ def test_sigkill_and_resume_loopback(tmp_path: Path, catalog: Catalog) -> None:
 # --------------------------------------------------------------------------- a faulty server
 
 #: retries with tiny waits (the test is about counts, not backoff); every fault kind the loopback
-#: server knows is injected, timeouts hang 1.5 s against a 1 s client timeout
+#: server knows is injected, timeouts hang 4 s against a 3 s client timeout (roomy, so a loaded
+#: machine does not turn slow replies into extra timeouts)
 FAST_RETRY = RetryPolicy(attempts=8, initial_wait=0.001, max_wait=0.02)
 
 
 def _faulty_study(server: FakeOpenAIServer, catalog: Catalog, tasks: int, retry: RetryPolicy,
                   store: Path) -> tuple[Any, ProviderWrapper]:
-    provider = make_provider("openai:fake-model", base_url=server.base_url, timeout=1.0)
+    provider = make_provider("openai:fake-model", base_url=server.base_url, timeout=3.0)
     model = ProviderWrapper(provider, concurrency=16, retry=retry)
     cfg = StudyConfig(model="openai:fake-model", catalog=CATALOG, variants=VARIANTS, tasks=tasks, concurrency=16)
     study = build_study(cfg, model)
@@ -246,7 +247,7 @@ def _faulty_study(server: FakeOpenAIServer, catalog: Catalog, tasks: int, retry:
 def faulty_server(catalog: Catalog) -> Any:
     codecs = [build_codec(catalog, s) for s in resolve_variants(VARIANTS)]
     with FakeOpenAIServer(responder=HttpOracle(catalog, codecs), fault_rate=0.2, faults=FAULTS, seed=3,
-                          retry_after=0.01, hang_s=1.5) as server:
+                          retry_after=0.01, hang_s=4.0) as server:
         yield server
 
 
