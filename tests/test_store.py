@@ -139,3 +139,42 @@ def test_base_urls_are_not_part_of_the_study_identity(tmp_path):
     run_study(build_study(cfg, model=Served(["http://a:8000/v1"]), catalog=CAT), db)
     again = run_study(build_study(cfg, model=Served(["http://b:9000/v1", "http://c:9000/v1"]), catalog=CAT), db)
     assert again.skipped == again.total == 8
+
+
+def test_provider_cap_on_episodes_in_flight(tmp_path):
+    import asyncio
+
+    from toolbias.providers.base import ModelAPI, ModelOutput
+
+    class Slow(ModelAPI):
+        """Answers each episode's first turn after a pause, so episodes can overlap."""
+
+        def __init__(self, cap):
+            self.spec, self.max_concurrency = "slow", cap
+            self.in_flight = self.peak = 0
+
+        async def generate(self, messages, tools, tool_choice, config):
+            if len(messages) == 2:  # first turn of an episode
+                self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
+                await asyncio.sleep(0.01)
+                return ModelOutput(content="", tool_calls=())
+            return ModelOutput(content="done")
+
+        def for_episode(self, task, codec):
+            return self
+
+    for cap, expected in ((1, 1), (None, 8)):
+        model = Slow(cap)
+        cfg = StudyConfig(model="slow", variants="native", concurrency=8)
+        orig = model.generate
+
+        async def counted(*a, _orig=orig, _m=model):
+            out = await _orig(*a)
+            if out.content == "":
+                _m.in_flight -= 1
+            return out
+
+        model.generate = counted  # type: ignore[method-assign]
+        run_study(build_study(cfg, model=model, catalog=CAT), tmp_path / f"s{cap}.db")
+        assert model.peak == expected

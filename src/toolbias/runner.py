@@ -65,6 +65,8 @@ class Study:
     tasks: list[Task]
     model: ModelAPI
     settings_hash: str
+    #: the provider's own cap on episodes in flight (the embedded model: 1)
+    max_concurrency: int | None = None
 
     @property
     def classes(self) -> dict[str, str]:
@@ -167,7 +169,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": model_behaviour(provider), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
-    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings))
+    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency)
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
@@ -242,7 +244,8 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
             if on_progress:
                 on_progress(prog)
 
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(cfg.concurrency, len(todo) or 1)))]
+    n_workers = min(cfg.concurrency, len(todo) or 1, study.max_concurrency or cfg.concurrency)
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, n_workers))]
     try:
         await asyncio.gather(*workers)
     finally:

@@ -123,6 +123,8 @@ class ModelAPI(ABC):
     spec: str = ""
     #: where requests go; part of the cache key and the concurrency-limit key
     base_url: str | None = None
+    #: the most episodes worth running at once (None: no limit beyond --concurrency)
+    max_concurrency: int | None = None
 
     @abstractmethod
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,

@@ -238,6 +238,9 @@ class LocalProvider(ModelAPI):
     """
 
     cacheable = True
+    #: one in-process model answers one request at a time; episodes run one after another in plan
+    #: order (variant by variant, domain by domain) so the prompt prefix stays in the KV cache
+    max_concurrency = 1
 
     def __init__(self, arg: str = "", *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512,
                  chat_template: str | None = None, sha256: str | None = None, prefix_states: int = 4,
