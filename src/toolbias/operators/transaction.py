@@ -28,8 +28,6 @@ like the codec does, and a namer that keeps outer names unique and valid.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -37,12 +35,10 @@ from typing import Any, ClassVar
 from ..catalog.model import Tool
 from ..errors import VariantError
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
+from .rename import NameAllocator, fit_name
 
 # -- helpers shared by the protocol layers ------------------------------------------
 
-_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-#: OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
-MAX_NAME = 64
 
 
 def check_params(layer: Layer, allowed: Iterable[str]) -> None:
@@ -55,33 +51,21 @@ def check_params(layer: Layer, allowed: Iterable[str]) -> None:
 
 def valid_name(base: str) -> str:
     """``base`` as a valid function name (OpenAI pattern), shortened with a hash if too long."""
-    name = _BAD_CHARS.sub("_", base) or "tool"
-    if len(name) > MAX_NAME:
-        digest = hashlib.sha256(base.encode()).hexdigest()[:8]
-        name = f"{name[:MAX_NAME - 9]}_{digest}"
-    return name
+    return fit_name(base)
 
 
 class Namer:
-    """Claims outer names so that no two tools visible in one domain share a name."""
+    """Claims outer names so that no two tools visible in one domain share a name
+    (the rename operator's allocator, with the protocol layers' argument order)."""
 
     def __init__(self) -> None:
-        self._by_scope: dict[str, set[str]] = {}
+        self._names = NameAllocator()
 
     def taken(self, name: str, scope: str) -> bool:
-        if scope == ALL_DOMAINS:
-            return any(name in names for names in self._by_scope.values())
-        return name in self._by_scope.get(scope, set()) or name in self._by_scope.get(ALL_DOMAINS, set())
+        return self._names.taken(scope, name)
 
     def claim(self, base: str, scope: str) -> str:
-        name = valid_name(base)
-        candidate, i = name, 2
-        while self.taken(candidate, scope):
-            suffix = f"_{i}"
-            candidate = name[:MAX_NAME - len(suffix)] + suffix
-            i += 1
-        self._by_scope.setdefault(scope, set()).add(candidate)
-        return candidate
+        return self._names.add(scope, base)
 
 
 class InnerIndex:
