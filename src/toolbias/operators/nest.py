@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..catalog.model import Tool
 from ..errors import VariantError
@@ -46,6 +46,15 @@ def _int(params: Mapping[str, Any], key: str, default: int, minimum: int, where:
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
         raise VariantError(f"'{key}' must be an integer >= {minimum}, got {v!r}", where=where)
     return v
+
+
+P = TypeVar("P")
+
+
+def _plan_of(index: ToolIndex, plans: Mapping[str, P], domain: str, name: str) -> P | None:
+    """The plan of the inner tool a call name stands for (as the codec resolves names), if any."""
+    t = index.find(domain, name)
+    return plans.get(t.uid) if t is not None else None
 
 
 @dataclass
@@ -172,8 +181,7 @@ class Nest(Layer):
 
     # -- codec interface ------------------------------------------------------------------
     def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
-        t = self._index.find(domain, call.name)
-        plan = self._plans.get(t.uid) if t is not None else None
+        plan = _plan_of(self._index, self._plans, domain, call.name)
         if plan is None:
             return [call]
         return [Call(call.name, self._nested(plan, call.arguments))]
@@ -206,8 +214,7 @@ class Nest(Layer):
         return Forward((Call(call.name, args),))
 
     def repair(self, call: Call, domain: str) -> Call | None:
-        t = self._index.find(domain, call.name)
-        plan = self._plans.get(t.uid) if t is not None else None
+        plan = _plan_of(self._index, self._plans, domain, call.name)
         if plan is None:
             return None
         flat: dict[str, Any] = {}
@@ -300,8 +307,7 @@ class Flatten(Layer):
 
     # -- codec interface ------------------------------------------------------------------
     def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
-        t = self._index.find(domain, call.name)
-        plan = self._plans.get(t.uid) if t is not None else None
+        plan = _plan_of(self._index, self._plans, domain, call.name)
         if plan is None:
             return [call]
         out: dict[str, Any] = {}
@@ -361,8 +367,7 @@ class Flatten(Layer):
         return Forward((Call(call.name, args),))
 
     def repair(self, call: Call, domain: str) -> Call | None:
-        t = self._index.find(domain, call.name)
-        plan = self._plans.get(t.uid) if t is not None else None
+        plan = _plan_of(self._index, self._plans, domain, call.name)
         if plan is None:
             return None
         native: dict[str, Any] = {}
