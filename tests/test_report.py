@@ -9,7 +9,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from toolbias.catalog.model import NativeAction, Tool
+from testlayers import NamespaceByClass
+from toolbias.catalog.model import NativeAction
 from toolbias.cli import cli
 from toolbias.codec import Codec, Control
-from toolbias.operators import OPERATORS, Call, Forward, Layer
-from toolbias.operators.base import outer_tool
+from toolbias.operators import OPERATORS
 from toolbias.probes import run_probes
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report import ReportSettings, build_report
@@ -62,25 +62,6 @@ PLAN: dict[str, dict[str, str | None]] = {
     "class_namespace": {"c1": "wrong_class", "c2": None, "h1": "under_execution", "h2": "wrong_class"},
     "transaction": {"c1": "transaction_handle", "c2": None, "h1": "wrong_arguments", "h2": None},
 }
-
-
-class NamespaceByClass(Layer):
-    """Test-local namespace operator (``<class>__<tool>``), routed through its class."""
-
-    op = "test_report_namespace"
-
-    def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
-        super().__init__(inner, params)
-        self.tools = tuple(outer_tool(t, name=f"{t.cls}__{t.name}") for t in self.inner)
-        self._inner = {(t.domain, f"{t.cls}__{t.name}"): t for t in self.inner}
-        self._outer = {(t.domain, t.name): f"{t.cls}__{t.name}" for t in self.inner}
-
-    def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
-        return [Call(self._outer[(domain, call.name)], dict(call.arguments))]
-
-    def decode(self, call: Call, tool: Tool, state: Any) -> Forward:
-        inner = self._inner[(tool.domain, tool.name)]
-        return Forward((Call(inner.name, dict(call.arguments)),), route=inner.cls, classes=(inner.cls,))
 
 
 def _calls(codec: Codec, actions: Sequence[NativeAction]) -> list[dict[str, Any]]:

@@ -7,16 +7,16 @@ exactly that mode."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolbias.catalog.model import NativeAction, Tool
+from testlayers import NamespaceByClass
+from toolbias.catalog.model import NativeAction
 from toolbias.codec import Codec
-from toolbias.operators import OPERATORS, Call, Forward, Layer
-from toolbias.operators.base import outer_tool
+from toolbias.operators import OPERATORS
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.scoring import (
@@ -83,25 +83,6 @@ def write_catalog(root: Path) -> str:
             for i, d, q, gold in TASKS]
     (root / "queries.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return f"toolschemaspace:{root}"
-
-
-class NamespaceByClass(Layer):
-    """Test-local namespace operator: ``<class>__<tool>``, routed through its class."""
-
-    op = "test_class_namespace"
-
-    def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
-        super().__init__(inner, params)
-        self.tools = tuple(outer_tool(t, name=f"{t.cls}__{t.name}") for t in self.inner)
-        self._inner = {(t.domain, f"{t.cls}__{t.name}"): t for t in self.inner}
-        self._outer = {(t.domain, t.name): f"{t.cls}__{t.name}" for t in self.inner}
-
-    def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
-        return [Call(self._outer[(domain, call.name)], dict(call.arguments))]
-
-    def decode(self, call: Call, tool: Tool, state: Any) -> Forward:
-        inner = self._inner[(tool.domain, tool.name)]
-        return Forward((Call(inner.name, dict(call.arguments)),), route=inner.cls, classes=(inner.cls,))
 
 
 @pytest.fixture()
