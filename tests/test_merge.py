@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from toolbias import Call, NativeAction, VariantError, VariantSpec, build_codec, load_catalog
 from toolbias.catalog.model import Catalog, Domain, Tool
-from toolbias.codec import Codec, Control, Outcome, _closed, _Level
+from toolbias.codec import Codec, Control, Outcome, _closed, check_arguments
 from toolbias.operators import OPERATORS
 from toolbias.operators import _grouping as grouping
 from toolbias.operators.base import ALL_DOMAINS, RejectionKind
@@ -589,7 +589,7 @@ _VALUES = st.one_of(st.sampled_from(["front", "rear", "on", "off", "driver", "se
 @given(st.dictionaries(st.sampled_from(["operation", "zone", "percent", "state", "seat", "level", "on", "x"]),
                        _VALUES, max_size=5))
 def test_union_fast_check_matches_jsonschema(args: dict) -> None:
-    fast = _Level([_UNION]).check(_UNION, args)
+    fast = check_arguments(_UNION, args)
     validator = jsonschema.Draft202012Validator(_closed(_UNION.parameters))
     assert (fast is None) == validator.is_valid(args), (args, fast)
 

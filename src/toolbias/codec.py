@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 
-from .catalog.model import Catalog, NativeAction, Tool
+from .catalog.model import Catalog, NativeAction, Tool, canonical_json
 from .catalog.validation import arguments_error, tool_arguments_error
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
@@ -54,9 +53,11 @@ class Outcome(str, Enum):
     REJECTION = "rejection"
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """How one variant call decoded. Never an exception: rejections are values."""
+class Decoded(NamedTuple):
+    """How one variant call decoded. Never an exception: rejections are values.
+
+    An immutable value (a named tuple: the codec makes one or two per call, and a frozen
+    dataclass costs several times more to construct)."""
 
     call: Call
     outcome: Outcome
@@ -154,16 +155,80 @@ class _OneOf:
         return named or f"arguments match none of the {len(self.branches)} alternatives of the schema"
 
 
+def _schema_checker(tool: Tool) -> Any:
+    """``args -> None | message`` with jsonschema's verdict on ``tool``'s parameters, built once
+    per tool (tools are immutable, and native tools are shared by every variant's codec)."""
+    params = tool.parameters
+    if "oneOf" not in json.dumps(params):  # the supported subset: the compiled checker decides it
+        def check(args: Mapping[str, Any]) -> str | None:
+            err = tool_arguments_error(tool, args)
+            return None if err is None else err.message
+        return check
+    if _flat_one_of(params):
+        return _OneOf(params).error
+    validator = jsonschema.Draft202012Validator(_closed(params))
+
+    def check_any(args: Mapping[str, Any]) -> str | None:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
+        if error is None:
+            return None
+        path = ".".join(str(p) for p in error.absolute_path)
+        return f"{path + ': ' if path else ''}{error.message}"
+    return check_any
+
+
+def check_arguments(tool: Tool, args: Mapping[str, Any]) -> str | None:
+    """None if ``args`` fit ``tool``'s schema, else a message naming the problem."""
+    checker = tool.__dict__.get("_schema_checker")
+    if checker is None:
+        checker = _schema_checker(tool)
+        object.__setattr__(tool, "_schema_checker", checker)  # cached like the compiled argument check
+    result: str | None = checker(args)
+    return result
+
+
+_ANNOTATIONS = frozenset({"description", "title", "examples"})
+
+
+def _validation_form(schema: Any) -> Any:
+    """A schema without annotation keywords (they never change a verdict); property names
+    stay, so a parameter called ``description`` is kept."""
+    if isinstance(schema, list):
+        return [_validation_form(s) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _ANNOTATIONS:
+            continue
+        if k == "properties" and isinstance(v, Mapping):
+            out[k] = {name: _validation_form(sub) for name, sub in v.items()}
+        elif k in ("items", "oneOf", "anyOf", "allOf", "additionalProperties", "not"):
+            out[k] = _validation_form(v)
+        else:
+            out[k] = v
+    return out
+
+
+def validation_key(tool: Tool) -> str:
+    """Equal for two tools exactly when their parameters validate the same way, up to
+    annotations and key order (cached per tool: tools are immutable)."""
+    key = tool.__dict__.get("_validation_key")
+    if key is None:
+        key = canonical_json(_validation_form(tool.parameters))
+        object.__setattr__(tool, "_validation_key", key)
+    result: str = key
+    return result
+
+
 class _Level:
-    """Tools of one level of the stack, indexed by domain and name, with validators."""
+    """Tools of one level of the stack, indexed by domain and name."""
 
     def __init__(self, tools: Sequence[Tool]) -> None:
         self.tools = tuple(tools)
         self.by_name: dict[tuple[str, str], Tool] = {}
         for t in tools:
             self.by_name[(t.domain, t.name)] = t
-        self._validators: dict[str, Any] = {}
-        self._simple: dict[str, bool] = {}
 
     def lookup(self, domain: str, name: str) -> Tool | None:
         """A tool visible in ``domain``; a ``"dom::name"`` uid names a tool of another domain
@@ -175,31 +240,6 @@ class _Level:
 
     def visible(self, domain: str) -> list[Tool]:
         return [t for t in self.tools if t.domain in (domain, ALL_DOMAINS)]
-
-    def check(self, tool: Tool, args: Mapping[str, Any]) -> str | None:
-        """None if ``args`` fit ``tool``'s schema, else a message naming the problem."""
-        key = tool.uid
-        simple = self._simple.get(key)
-        if simple is None:
-            simple = "oneOf" not in json.dumps(tool.parameters) or _flat_one_of(tool.parameters)
-            self._simple[key] = simple
-        if simple:  # fast path for the supported subset (no combinators); same verdicts
-            if "oneOf" in tool.parameters:
-                one_of = self._validators.get(key)
-                if one_of is None:
-                    one_of = self._validators[key] = _OneOf(tool.parameters)
-                return one_of.error(args)
-            err = tool_arguments_error(tool, args)
-            return None if err is None else err.message
-        validator = self._validators.get(key)
-        if validator is None:
-            validator = jsonschema.Draft202012Validator(_closed(tool.parameters))
-            self._validators[key] = validator
-        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
-        if error is None:
-            return None
-        path = ".".join(str(p) for p in error.absolute_path)
-        return f"{path + ': ' if path else ''}{error.message}"
 
 
 class Codec:
@@ -278,7 +318,9 @@ class Session:
         return Decoded(origin, Outcome.REJECTION, rejection_kind=kind, message=message, flags=flags,
                        routes=routes, route_classes=classes)
 
-    def _decode_at(self, level: int, call: Call, origin: Call) -> Decoded:
+    def _decode_at(self, level: int, call: Call, origin: Call, passed: tuple[Tool, Any] | None = None) -> Decoded:
+        """``passed``: the tool and arguments object the level above validated and forwarded;
+        when the same object reaches a tool with the same validation schema, the verdict is known."""
         codec = self.codec
         lvl = codec._levels[level]
         tool = lvl.lookup(self.domain, call.name)
@@ -286,8 +328,10 @@ class Session:
         if tool is None:
             names = ", ".join(t.name for t in lvl.visible(self.domain))
             problem = (RejectionKind.UNKNOWN_TOOL, f"Unknown tool '{call.name}'. Available tools: {names}.")
+        elif passed is not None and passed[1] is call.arguments and validation_key(passed[0]) == validation_key(tool):
+            pass
         else:
-            err = lvl.check(tool, call.arguments)
+            err = check_arguments(tool, call.arguments)
             if err is not None:
                 problem = (RejectionKind.INVALID_ARGUMENTS, f"Invalid arguments for '{call.name}': {err}")
         if problem is not None:
@@ -315,16 +359,16 @@ class Session:
                     return repaired
             return self._reject(origin, step.kind, step.message, step.flags)
         assert isinstance(step, Forward)
-        return self._forward(level, step, origin)
+        return self._forward(level, step, origin, (tool, call.arguments))
 
-    def _forward(self, level: int, step: Forward, origin: Call) -> Decoded:
+    def _forward(self, level: int, step: Forward, origin: Call, passed: tuple[Tool, Any]) -> Decoded:
         routes: tuple[str, ...] = (step.route,) if step.route else ()
         classes = step.classes
         actions: list[NativeAction] = []
         flags: list[Flag] = []
         lenient: str | None = None
         for inner in step.calls:
-            d = self._decode_at(level - 1, inner, origin)
+            d = self._decode_at(level - 1, inner, origin, passed)
             routes += d.routes
             classes += d.route_classes
             flags.extend(d.flags)
@@ -347,14 +391,14 @@ class Session:
             if repaired is not None and repaired != call:
                 lvl = self.codec._levels[level]
                 tool = lvl.lookup(self.domain, repaired.name)
-                if tool is not None and lvl.check(tool, repaired.arguments) is None:
+                if tool is not None and check_arguments(tool, repaired.arguments) is None:
                     d = self._decode_at(level, repaired, origin)
                     if d.outcome is not Outcome.REJECTION:
                         return _with_lenient(d, f"{layer.op}: repaired to {repaired.name}")
         for lower in range(level - 1, -1, -1):
             lvl = self.codec._levels[lower]
             tool = lvl.lookup(self.domain, call.name)
-            if tool is not None and lvl.check(tool, call.arguments) is None:
+            if tool is not None and check_arguments(tool, call.arguments) is None:
                 d = self._decode_at(lower, call, origin)
                 if d.outcome is Outcome.NATIVE:
                     form = "native" if lower == 0 else f"level {lower} ({self.codec.layers[lower - 1].op})"
@@ -379,9 +423,7 @@ def _json_copy(value: Any) -> Any:
 
 
 def _with_lenient(d: Decoded, note: str) -> Decoded:
-    from dataclasses import replace
-
-    return replace(d, lenient=note)
+    return d._replace(lenient=note)
 
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "Codec", "Control", "Decoded", "Outcome", "Session", "too_deep"]

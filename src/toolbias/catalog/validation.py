@@ -306,8 +306,52 @@ def _type_check(types: Any) -> Check | None:
     return ok
 
 
+def _string_enum_check(schema: Mapping[str, Any]) -> Check | None:
+    """For a string enum, membership alone decides: a member is a string, so the type check
+    holds, and every other keyword constrains numbers, objects or arrays only."""
+    enum = schema.get("enum")
+    if schema.get("type", "string") != "string" or not isinstance(enum, list) or not enum \
+            or not all(isinstance(m, str) for m in enum):
+        return None
+    members = frozenset(enum)
+
+    def in_enum(v: Any) -> bool:
+        return isinstance(v, str) and v in members
+
+    return in_enum
+
+
+def _number_range_check(schema: Mapping[str, Any]) -> Check | None:
+    """``integer``/``number`` with inclusive bounds and nothing else to check: one function."""
+    t = schema.get("type")
+    if t not in ("integer", "number") or any(k in schema for k in ("enum", "const", "exclusiveMinimum",
+                                                                    "exclusiveMaximum", "properties", "items")):
+        return None
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if not (lo is None or _is_number(lo)) or not (hi is None or _is_number(hi)):
+        return None
+    integer = t == "integer"
+
+    def in_range(v: Any) -> bool:
+        if isinstance(v, bool):
+            return False
+        if isinstance(v, int):
+            pass
+        elif isinstance(v, float):
+            if integer and not v.is_integer():
+                return False
+        else:
+            return False
+        return not ((lo is not None and v < lo) or (hi is not None and v > hi))  # NaN passes, as there
+
+    return in_range
+
+
 def compile_value_check(schema: Mapping[str, Any]) -> Check:
     """A predicate with :func:`value_error`'s verdict (True = valid)."""
+    special = _string_enum_check(schema) or _number_range_check(schema)
+    if special is not None:
+        return special
     checks: list[Check] = []
     type_ok = _type_check(schema.get("type"))
     if type_ok:

@@ -15,9 +15,10 @@ Outcomes are values: a layer's ``decode`` returns :class:`Forward` (inner calls)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any, ClassVar, NamedTuple
 
 from ..catalog.model import Catalog, Tool
 
@@ -25,12 +26,13 @@ from ..catalog.model import Catalog, Tool
 ALL_DOMAINS = "*"
 
 
-@dataclass(frozen=True)
-class Call:
-    """A tool call at some layer: a tool name and its (parsed) JSON arguments."""
+class Call(NamedTuple):
+    """A tool call at some layer: a tool name and its (parsed) JSON arguments.
+
+    An immutable value (a named tuple: the codec makes several per decoded call)."""
 
     name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = MappingProxyType({})
 
     def to_dict(self) -> dict[str, Any]:
         args = dict(self.arguments) if isinstance(self.arguments, Mapping) else self.arguments  # a malformed call

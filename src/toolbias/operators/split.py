@@ -276,6 +276,30 @@ class _Entry:
     key: tuple[int, ...]
 
 
+def _observed_cuts(catalog: Catalog) -> dict[str, Number]:
+    """Upper median of each numeric argument's distinct gold values (the interval split's
+    default cut points); computed once per catalog (every interval variant asks)."""
+    cached = catalog.__dict__.get("_split_observed_cuts")
+    if cached is not None:
+        return dict(cached)
+    values: dict[str, set[Number]] = {}
+    for task in catalog.tasks:
+        for a in task.gold:
+            tool = catalog.tool(a.domain, a.tool)
+            if tool is None:
+                continue
+            for p, v in a.arguments.items():
+                s = tool.properties.get(p)
+                if isinstance(s, Mapping) and _num_type(s) and _is_num(v):
+                    values.setdefault(f"{a.uid}.{p}", set()).add(v)
+    observed: dict[str, Number] = {}
+    for k, vs in sorted(values.items()):
+        distinct = sorted(vs)
+        observed[k] = distinct[len(distinct) // 2]  # upper median of the distinct values
+    object.__setattr__(catalog, "_split_observed_cuts", observed)  # catalogs are immutable
+    return dict(observed)
+
+
 class Split(Layer):
     op = "split"
 
@@ -288,21 +312,7 @@ class Split(Layer):
         if (not wants_ranges or "observed_cuts" in out or params.get("cuts_from_tasks", True) is False
                 or params.get("auto", True) is False or not catalog.tasks):
             return out
-        values: dict[str, set[Number]] = {}
-        for task in catalog.tasks:
-            for a in task.gold:
-                tool = catalog.tool(a.domain, a.tool)
-                if tool is None:
-                    continue
-                for p, v in a.arguments.items():
-                    s = tool.properties.get(p)
-                    if isinstance(s, Mapping) and _num_type(s) and _is_num(v):
-                        values.setdefault(f"{a.uid}.{p}", set()).add(v)
-        observed: dict[str, Number] = {}
-        for k, vs in sorted(values.items()):
-            distinct = sorted(vs)
-            observed[k] = distinct[len(distinct) // 2]  # upper median of the distinct values
-        out["observed_cuts"] = observed
+        out["observed_cuts"] = _observed_cuts(catalog)
         return out
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
