@@ -9,14 +9,14 @@ rejections) under ``strict`` or ``lenient`` schema control.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
 import jsonschema
 
 from .catalog.model import Catalog, NativeAction, Tool, canonical_json
-from .catalog.validation import arguments_error, tool_arguments_error
+from .catalog.validation import arguments_error, compile_arguments_check
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
 #: tool-call arguments nested deeper than this are a parse error: real schemas nest a few
@@ -129,11 +129,13 @@ class _OneOf:
         if self.key is not None:
             for i, p in enumerate(pins):
                 self.by_value.setdefault(p[self.key], []).append(i)
+        self.rest_ok = compile_arguments_check(self.rest)
+        self.branch_ok = [compile_arguments_check(b) for b in self.branches]
 
     def error(self, args: Mapping[str, Any]) -> str | None:
-        err = arguments_error(self.rest, args)
-        if err is not None:
-            return err.message
+        if not self.rest_ok(args):
+            err = arguments_error(self.rest, args)
+            return err.message if err is not None else "arguments do not fit the schema"
         if self.key is not None and self.key in args:
             # every other alternative pins the key to another string: its enum fails
             value = args[self.key]
@@ -143,11 +145,11 @@ class _OneOf:
             candidates = [(i, False) for i in range(len(self.branches))]
         fits, named = 0, None
         for i, discriminated in candidates:
-            e = arguments_error(self.branches[i], args)
-            if e is None:
+            if self.branch_ok[i](args):
                 fits += 1
             elif discriminated and named is None:
-                named = f"{self.branches[i].get('title') or 'the matching alternative'}: {e.message}"
+                e = arguments_error(self.branches[i], args)
+                named = f"{self.branches[i].get('title') or 'the matching alternative'}: {e.message if e else '?'}"
         if fits == 1:
             return None
         if fits:
@@ -155,36 +157,44 @@ class _OneOf:
         return named or f"arguments match none of the {len(self.branches)} alternatives of the schema"
 
 
-def _schema_checker(tool: Tool) -> Any:
-    """``args -> None | message`` with jsonschema's verdict on ``tool``'s parameters, built once
-    per tool (tools are immutable, and native tools are shared by every variant's codec)."""
+_Predicate = Callable[[Mapping[str, Any]], bool]
+_Explain = Callable[[Mapping[str, Any]], str]
+
+
+def _schema_checks(tool: Tool) -> tuple[_Predicate, _Explain]:
+    """jsonschema's verdict on ``tool``'s parameters as a fast predicate, and the message for
+    arguments it refuses (built only then)."""
     params = tool.parameters
     if "oneOf" not in json.dumps(params):  # the supported subset: the compiled checker decides it
-        def check(args: Mapping[str, Any]) -> str | None:
-            err = tool_arguments_error(tool, args)
-            return None if err is None else err.message
-        return check
+        def explain(args: Mapping[str, Any]) -> str:
+            err = arguments_error(params, args)
+            return err.message if err is not None else "arguments do not fit the schema"
+        return compile_arguments_check(params), explain
     if _flat_one_of(params):
-        return _OneOf(params).error
+        one_of = _OneOf(params)
+        return (lambda args: one_of.error(args) is None), (lambda args: one_of.error(args) or "?")
     validator = jsonschema.Draft202012Validator(_closed(params))
 
-    def check_any(args: Mapping[str, Any]) -> str | None:
+    def explain_any(args: Mapping[str, Any]) -> str:
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
         if error is None:
-            return None
+            return "?"
         path = ".".join(str(p) for p in error.absolute_path)
         return f"{path + ': ' if path else ''}{error.message}"
-    return check_any
+    return (lambda args: validator.is_valid(dict(args))), explain_any
 
 
 def check_arguments(tool: Tool, args: Mapping[str, Any]) -> str | None:
-    """None if ``args`` fit ``tool``'s schema, else a message naming the problem."""
-    checker = tool.__dict__.get("_schema_checker")
-    if checker is None:
-        checker = _schema_checker(tool)
-        object.__setattr__(tool, "_schema_checker", checker)  # cached like the compiled argument check
-    result: str | None = checker(args)
-    return result
+    """None if ``args`` fit ``tool``'s schema, else a message naming the problem. The checks
+    are built once per tool (tools are immutable; native tools are shared by every codec)."""
+    checks = tool.__dict__.get("_schema_checks")
+    if checks is None:
+        checks = _schema_checks(tool)
+        object.__setattr__(tool, "_schema_checks", checks)
+    if checks[0](args):
+        return None
+    message: str = checks[1](args)
+    return message
 
 
 _ANNOTATIONS = frozenset({"description", "title", "examples"})
@@ -364,6 +374,11 @@ class Session:
     def _forward(self, level: int, step: Forward, origin: Call, passed: tuple[Tool, Any]) -> Decoded:
         routes: tuple[str, ...] = (step.route,) if step.route else ()
         classes = step.classes
+        if len(step.calls) == 1:  # the usual case: the inner outcome is the outcome, plus this route
+            d = self._decode_at(level - 1, step.calls[0], origin, passed)
+            if routes or classes:
+                d = d._replace(routes=routes + d.routes, route_classes=classes + d.route_classes)
+            return d
         actions: list[NativeAction] = []
         flags: list[Flag] = []
         lenient: str | None = None

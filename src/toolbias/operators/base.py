@@ -74,8 +74,7 @@ class Flag:
         return {"kind": self.kind.value, "detail": self.detail}
 
 
-@dataclass(frozen=True)
-class Forward:
+class Forward(NamedTuple):
     """The outer call stands for these inner calls (usually one).
 
     ``route`` names the dispatcher / namespace the call went through and ``classes``
@@ -87,21 +86,20 @@ class Forward:
     classes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """A protocol answer returned to the agent as the tool message (nothing executes)."""
 
     payload: Mapping[str, Any]
     flags: tuple[Flag, ...] = ()
 
 
-@dataclass(frozen=True)
-class Reject:
+class Reject(NamedTuple):
     kind: RejectionKind
     message: str
     flags: tuple[Flag, ...] = ()
 
 
+#: what a layer's ``decode`` returns; named tuples (immutable, and cheap: one per call per layer)
 Step = Forward | Reply | Reject
 
 

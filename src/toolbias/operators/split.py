@@ -300,6 +300,29 @@ def _observed_cuts(catalog: Catalog) -> dict[str, Number]:
     return dict(observed)
 
 
+def _fold_alternatives(branches: list[Any], fixed: Mapping[str, Any]) -> list[Any]:
+    """A union's alternatives once ``fixed`` values are folded into the tool name: those the
+    values rule out are dropped, and the folded arguments leave the rest (a union dispatcher
+    split by its discriminator keeps exactly the matching alternative)."""
+    out = []
+    for b in branches:
+        props = b.get("properties") if isinstance(b, Mapping) else None
+        if not isinstance(props, Mapping):
+            out.append(b)
+            continue
+        rules_out = any(isinstance(props.get(p), Mapping) and (
+            ("enum" in props[p] and v not in props[p]["enum"]) or ("const" in props[p] and v != props[p]["const"]))
+            for p, v in fixed.items())
+        if rules_out:
+            continue
+        nb = dict(b)
+        nb["properties"] = {k: v for k, v in props.items() if k not in fixed}
+        if "required" in b:
+            nb["required"] = [r for r in b["required"] if r not in fixed]
+        out.append(nb)
+    return out
+
+
 class Split(Layer):
     op = "split"
 
@@ -596,6 +619,8 @@ class Split(Layer):
                 s.update(iv.bounds)
                 props[p] = s
             params = {k: v for k, v in t.parameters.items() if k not in ("properties", "required")}
+            if isinstance(params.get("oneOf"), list) and fixed:
+                params["oneOf"] = _fold_alternatives(params["oneOf"], fixed)
             params["properties"] = props
             if "required" in t.parameters or folded:
                 params["required"] = [r for r in t.required if r not in folded]
