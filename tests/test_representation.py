@@ -478,3 +478,18 @@ def small_catalog(draw: st.DrawFn) -> Catalog:
     [{"op": "flatten"}, {"op": "rename", "method": "opaque"}, {"op": "reorder"}]]))
 def test_property_roundtrip_random_catalogs(cat: Catalog, steps: list[dict[str, Any]]) -> None:
     assert assert_roundtrip(cat, build_codec(cat, spec(*steps))) > 0
+
+
+@pytest.mark.parametrize(("step", "bad"), [
+    ({"op": "split", "methd": "interval"}, "methd"),
+    ({"op": "rename", "method": "opaque", "seeed": 3}, "seeed"),
+    ({"op": "reorder", "sed": 1}, "sed"),
+    ({"op": "strip", "deep": True}, "deep"),
+    ({"op": "nest", "int": "options"}, "int"),
+    ({"op": "flatten", "separator": "."}, "separator"),
+])
+def test_every_operator_refuses_unknown_parameters(step: dict, bad: str) -> None:
+    """A typo in a step parameter would silently build another variant: refused, naming it."""
+    with pytest.raises(VariantError, match=f"unknown parameter.*'{bad}'") as exc:
+        build_codec(load_catalog("builtin"), VariantSpec("typo", (step,)))
+    assert "use:" in (exc.value.fix or "") or step["op"] == "strip"

@@ -144,8 +144,8 @@ def register(group: click.Group) -> None:
     @click.option("--probes", default=2, show_default=True, type=int,
                   help="perturbed call sequences decoded per tool (closure check; 0 = off)")
     @click.option("--seed", default=0, show_default=True, type=int)
-    @click.option("--jobs", default=1, show_default=True, type=int,
-                  help="variants verified in parallel worker processes (0 = one per CPU)")
+    @click.option("--jobs", default=0, show_default=True, type=int,
+                  help="variants verified in parallel worker processes (0 = one per CPU, 1 = this process)")
     @click.option("--json", "as_json", is_flag=True,
                   help='print {"ok", "variants": [{"name", "checked", "failed", "examples"}]}')
     def verify_cmd(catalog_spec: str, variant: str | None, spec_files: tuple[str, ...], probes: int, seed: int,

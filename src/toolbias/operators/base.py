@@ -112,6 +112,9 @@ class Layer:
     """
 
     op: ClassVar[str] = ""
+    #: the step parameters this operator understands; any other is refused when the variant
+    #: is built (a typo would otherwise silently give another variant). None: not declared.
+    PARAMS: ClassVar[tuple[str, ...] | None] = None
     #: Table 11 instruction appended to the system prompt when instructions are on
     #: (a class default; a layer whose wording depends on its method sets its own).
     instruction: str | None = None
@@ -119,6 +122,12 @@ class Layer:
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         self.inner = tuple(inner)
         self.params = dict(params)
+        unknown = sorted(set(self.params) - set(self.PARAMS)) if self.PARAMS is not None else []
+        if unknown:
+            from ..errors import VariantError
+
+            raise VariantError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for operator '{self.op}'",
+                               fix=f"use: {', '.join(sorted(self.PARAMS or ())) or 'no parameters'}")
         self.tools: tuple[Tool, ...] = self.inner
 
     @classmethod

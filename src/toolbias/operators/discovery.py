@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ..catalog.model import Tool
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, check_params, object_schema, scopes, select_tools, visible_in
+from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools, visible_in
 
 #: what an undiscovered tool's parameters look like: any object
 OPEN_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
@@ -28,6 +28,7 @@ class Discovery(Layer):
     """Tools without argument schemas plus ``get_tool_schema(name)``."""
 
     op = "discovery"
+    PARAMS = ("tools", "name")
     protocol: ClassVar[bool] = True
     instruction = ("Tools are listed without their arguments. Before invoking a tool, call get_tool_schema "
                    "with its name to learn its arguments, then call the tool with arguments that follow that "
@@ -35,7 +36,6 @@ class Discovery(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        check_params(self, ("tools", "name"))
         hidden = select_tools(self, self.inner)
         self._index = InnerIndex(self.inner)
         namer = Namer()

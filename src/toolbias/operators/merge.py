@@ -150,14 +150,11 @@ class Merge(Layer):
     """Dispatchers over groups of tools; see the module docstring for the parameters."""
 
     op = "merge"
+    PARAMS = PARAMS
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
         p = self.params
-        unknown = sorted(set(p) - set(PARAMS))
-        if unknown:
-            raise VariantError(f"unknown parameter(s) {', '.join(map(repr, unknown))}", where=_WHERE,
-                               fix=f"use: {', '.join(PARAMS)}")
         self.scope = self._choice("scope", ("domain", "catalog"), "domain")
         self.key = self._choice("key", ("class", "domain"), "class")
         self.names = self._choice("names", ("semantic", "neutral"), "semantic")

@@ -68,6 +68,7 @@ class _NestPlan:
 
 class Nest(Layer):
     op = "nest"
+    PARAMS = ("method", "into", "keep", "min_pack", "groups")
     instruction = NEST_INSTRUCTION
 
     METHODS = ("pack", "groups")
@@ -253,6 +254,7 @@ class _FlatPlan:
 
 class Flatten(Layer):
     op = "flatten"
+    PARAMS = ("sep",)
     instruction = FLATTEN_INSTRUCTION
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:

@@ -38,7 +38,7 @@ from ..catalog.model import Tool, canonical_json
 from ..catalog.validation import value_error
 from ..errors import VariantError
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, check_params, object_schema, scopes, select_tools
+from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools
 
 _SCALARS = ("string", "integer", "number", "boolean")
 _NOISE = ("description", "title", "examples", "default")
@@ -130,6 +130,7 @@ class Reference(Layer):
     """
 
     op = "reference"
+    PARAMS = ("params", "select", "tools")
     protocol: ClassVar[bool] = True
     instruction = ("Some arguments take a reference id instead of a value. First call the matching "
                    "resolve_<argument> tool with the value you mean, then pass the ref_... id it returns as "
@@ -137,7 +138,6 @@ class Reference(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        check_params(self, ("params", "select", "tools"))
         select = str(self.params.get("select", "auto"))
         if select not in ("auto", "enum", "none"):
             raise VariantError(f"select must be 'auto', 'enum' or 'none', got {select!r}", where="operator 'reference'")

@@ -200,6 +200,7 @@ class _Target:
 
 class Rename(Layer):
     op = "rename"
+    PARAMS = ("method", "scope", "prefix", "sep", "seed", "tool_prefix", "param_prefix", "params")
 
     METHODS = ("namespace", "opaque")
 

@@ -41,6 +41,7 @@ def _permute(schema: Mapping[str, Any], rng: random.Random, deep: bool) -> dict[
 
 class Reorder(Layer):
     op = "reorder"
+    PARAMS = ("seed", "deep")
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)

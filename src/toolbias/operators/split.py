@@ -325,6 +325,8 @@ def _fold_alternatives(branches: list[Any], fixed: Mapping[str, Any]) -> list[An
 
 class Split(Layer):
     op = "split"
+    PARAMS = ("method", "limit", "max_per_tool", "auto", "choose", "cuts", "cuts_from_tasks", "interval",
+              "observed_cuts", "ratio", "seed", "select")
 
     METHODS = ("enum", "one_enum", "ladder", "interval")
 

@@ -11,6 +11,7 @@ from .base import Layer, outer_tool
 
 class StripDescriptions(Layer):
     op = "strip"
+    PARAMS = ()
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)

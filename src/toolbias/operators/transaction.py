@@ -28,7 +28,7 @@ like the codec does, and a namer that keeps outer names unique and valid.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,14 +39,6 @@ from .rename import NameAllocator, fit_name
 
 # -- helpers shared by the protocol layers ------------------------------------------
 
-
-
-def check_params(layer: Layer, allowed: Iterable[str]) -> None:
-    """Refuse unknown step parameters (typos would silently give another variant)."""
-    unknown = sorted(set(layer.params) - set(allowed))
-    if unknown:
-        raise VariantError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for operator '{layer.op}'",
-                           fix=f"use: {', '.join(sorted(allowed)) or 'no parameters'}")
 
 
 def valid_name(base: str) -> str:
@@ -155,6 +147,7 @@ class Transaction(Layer):
     """
 
     op = "transaction"
+    PARAMS = ("tools", "writes")
     protocol: ClassVar[bool] = True
     instruction = ("Every action runs as a transaction. Call begin with the operation you need to get a "
                    "handle, set the operation's arguments with write_<operation> (pass the handle; one or "
@@ -163,7 +156,6 @@ class Transaction(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        check_params(self, ("tools", "writes"))
         self.writes = str(self.params.get("writes", "per_argument"))
         if self.writes not in ("per_argument", "single"):
             raise VariantError(f"writes must be 'per_argument' or 'single', got {self.writes!r}",
