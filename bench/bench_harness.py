@@ -2,15 +2,17 @@
 zero-latency loopback OpenAI-compatible server compared with bare client loops.
 
     python bench/bench_harness.py grid                    # all variants x all built-in tasks
-    python bench/bench_harness.py grid --profile 25       # ... and the 25 hottest functions
-    python bench/bench_harness.py grid --jobs 2           # ... as 2 shards in 2 processes, then merged
+    python bench/bench_harness.py grid --workers 1        # ... in this process only
+    python bench/bench_harness.py grid --profile 25       # ... in one process, and the 25 hottest functions
     python bench/bench_harness.py grid --per-variant 300  # episodes/s of each variant on 300 tasks
     python bench/bench_harness.py loopback                # turns/s at concurrency 1, 8, 64, 256
 
 ``grid`` runs ``run_study`` with the oracle on every registered variant x every task of
 the catalog into a fresh store (episodes, storage and scoring included) and prints the
-time to build the study, the time to run it, episodes per second, and the success rate
-(100% is the equivalence check).
+time to build the study, the time to run it, episodes per second, the CPU time of this
+process and of its worker processes, and the success rate (100% is the equivalence
+check). The study plays in ``--workers`` forked processes (``StudyConfig.workers``; the
+default, one per core), this process writing the store.
 
 ``loopback`` starts the fake server (``tests/servers.py``) in its own process, answering
 every request with one tool call, and measures at each concurrency: a bare ``httpx``
@@ -29,6 +31,7 @@ import cProfile
 import json
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -45,7 +48,7 @@ from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.episode import DEFAULT_SYSTEM  # noqa: E402
 from toolbias.providers import make_provider  # noqa: E402
 from toolbias.providers.wrapper import ProviderWrapper  # noqa: E402
-from toolbias.runner import StudyConfig, build_study, run_study  # noqa: E402
+from toolbias.runner import StudyConfig, build_study, run_study, worker_count  # noqa: E402
 from toolbias.store import Store  # noqa: E402
 from toolbias.variants import build_codec, registry, resolve_variants  # noqa: E402
 
@@ -75,32 +78,33 @@ def grid(args: argparse.Namespace) -> None:
     if args.per_variant:
         per_variant(args, catalog)
         return
-    if args.jobs > 1:
-        sharded(args, len(variants))
-        return
+    workers = 1 if args.profile and args.workers is None else args.workers  # cProfile sees one process
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        cfg = StudyConfig(model="oracle", catalog=args.catalog, variants=args.variants, concurrency=args.concurrency)
+        t0, cpu0, kids0 = time.perf_counter(), time.process_time(), _children_cpu()
+        cfg = StudyConfig(model="oracle", catalog=args.catalog, variants=args.variants, concurrency=args.concurrency,
+                          workers=workers)
         study = build_study(cfg)
         built = time.perf_counter() - t0
         store = Store(Path(tmp) / "grid.db")
+        n_workers = worker_count(study, len(study.tasks) * len(study.codecs))
         profiler = cProfile.Profile() if args.profile else None
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
+        t1 = time.perf_counter()
         if profiler:
             profiler.enable()
         prog = run_study(study, store, check=False)
         if profiler:
             profiler.disable()
-        ran = time.perf_counter() - t0
-        cpu = time.process_time() - cpu0
+        ran = time.perf_counter() - t1
+        cpu, kids = time.process_time() - cpu0, _children_cpu() - kids0
         n = prog.done - prog.skipped
-        size = (Path(tmp) / "grid.db").stat().st_size + sum(
-            p.stat().st_size for p in Path(tmp).glob("grid.db-*"))
         store.close()
+        size = sum(p.stat().st_size for p in Path(tmp).glob("grid.db*"))
+    where = f"{n_workers} worker processes + this one writing" if n_workers > 1 else "this process"
     print(f"build (catalog, {len(variants)} codecs): {built:.2f} s")
-    print(f"run: {n} episodes in {ran:.1f} s = {n / ran:.0f} episodes/s ({cpu:.1f} s CPU); "
-          f"success {prog.successes}/{n} = {100 * prog.successes / max(n, 1):.2f}%; store {size / 1e6:.0f} MB")
+    print(f"run ({where}): {n} episodes in {ran:.1f} s = {n / ran:.0f} episodes/s; "
+          f"success {prog.successes}/{n} = {100 * prog.successes / max(n, 1):.2f}%; store {size / 1e6:.0f} MB "
+          f"({size / max(n, 1) / 1e3:.1f} KB per episode)")
+    print(f"CPU: {cpu:.1f} s here + {kids:.1f} s in workers = {1000 * (cpu + kids) / max(n, 1):.2f} ms per episode")
     print(f"whole grid (build + run): {built + ran:.1f} s")
     if profiler:
         stats = pstats.Stats(profiler)
@@ -110,37 +114,10 @@ def grid(args: argparse.Namespace) -> None:
         stats.sort_stats("cumulative").print_stats(args.profile)
 
 
-def _shard_worker(job: tuple[str, str, int, int, int, str]) -> tuple[int, int, float, float]:
-    catalog, variants, concurrency, i, n, path = job
-    t0, c0 = time.perf_counter(), time.process_time()
-    cfg = StudyConfig(model="oracle", catalog=catalog, variants=variants, concurrency=concurrency, shard=(i, n))
-    prog = run_study(build_study(cfg), path, check=False)
-    return prog.done, prog.successes, time.perf_counter() - t0, time.process_time() - c0
-
-
-def sharded(args: argparse.Namespace, n_variants: int) -> None:
-    """The grid as ``--jobs`` shards (``--shard i/n``) in worker processes, then ``merge_stores``:
-    what ``toolbias run --shard i/n`` on n cores followed by ``toolbias merge`` does."""
-    import multiprocessing as mp
-
-    from toolbias.store import merge_stores
-
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(args.catalog, args.variants, args.concurrency, i, args.jobs, str(Path(tmp) / f"s{i}.db"))
-                for i in range(args.jobs)]
-        t0 = time.perf_counter()
-        with mp.get_context("spawn").Pool(args.jobs) as pool:
-            results = pool.map(_shard_worker, jobs)
-        ran = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        counts = merge_stores([j[-1] for j in jobs], Path(tmp) / "all.db")
-        merged = time.perf_counter() - t1
-    n = sum(r[0] for r in results)
-    ok = sum(r[1] for r in results)
-    print(f"{args.jobs} shard processes: {n} episodes in {ran:.1f} s = {n / ran:.0f} episodes/s "
-          f"(start-up and build included; CPU {' + '.join(f'{r[3]:.1f}' for r in results)} s); "
-          f"success {ok}/{n} = {100 * ok / max(n, 1):.2f}%")
-    print(f"merge: {counts['episodes']} episodes in {merged:.1f} s; whole grid: {ran + merged:.1f} s")
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished child processes (the workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def per_variant(args: argparse.Namespace, catalog: Any) -> None:
@@ -301,7 +278,8 @@ def main() -> None:
     g.add_argument("--variants", default="all")
     g.add_argument("--concurrency", type=int, default=8)
     g.add_argument("--profile", type=int, default=0, metavar="N", help="print the N hottest functions")
-    g.add_argument("--jobs", type=int, default=1, help="run the grid as this many shards in parallel processes")
+    g.add_argument("--workers", type=int, default=None,
+                   help="processes playing episodes (default: one per core; 1: this process only)")
     g.add_argument("--per-variant", type=int, default=0, metavar="TASKS",
                    help="instead: episodes/s of each variant on the first TASKS tasks")
     lb = sub.add_parser("loopback", help="turns/s against the loopback server vs bare client loops")

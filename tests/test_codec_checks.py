@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from minicatalog import mini_catalog
-
 from toolbias.catalog.model import Tool
 from toolbias.codec import Codec, Outcome, validation_key
 from toolbias.operators import Call, Forward, Layer

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolbias.catalog.validation import arguments_error, compile_arguments_check, compile_value_check, value_error
+from toolbias.catalog.validation import (
+    arguments_error,
+    compile_arguments_check,
+    compile_value_check,
+    value_error,
+)
 
 SCHEMA = {
     "type": "object",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from minicatalog import mini_catalog
 from toolbias import Control, VariantSpec, build_codec
@@ -110,3 +111,40 @@ def test_lenient_executes_lower_level_form_and_records_it():
     good = call("set_light", {"room": "kitchen", "state": "on"})
     rec = play({"default": [good]}, codec=strip, control=Control.LENIENT)
     assert score_record(rec)[0]
+
+
+def test_decoded_actions_are_executed_without_validating_them_again(monkeypatch):
+    """The session's level-0 check validated them; the environment validates untrusted callers only."""
+    import toolbias.env as env_module
+    from toolbias.catalog.model import NativeAction
+    from toolbias.env import Environment
+
+    checked = []
+    validate = env_module.validate_action
+    monkeypatch.setattr(env_module, "validate_action", lambda cat, a: checked.append(a) or validate(cat, a))
+    rec = play({"default": [call("set_light", {"room": "kitchen", "state": "on"})]})
+    assert score_record(rec) == (True, None) and checked == []
+    env = Environment(CAT, "home")
+    bad = NativeAction("home", "set_light", {"room": "garage", "state": "on"})
+    assert env.execute(bad)["ok"] is False and checked == [bad]
+    good = NativeAction("home", "set_light", {"room": "kitchen", "state": "on"})
+    assert env.execute(good, trusted=True) == Environment(CAT, "home").execute(good)
+
+
+def test_each_tool_result_is_stored_once_as_the_message():
+    rec = play({"default": [call("set_light", {"room": "kitchen", "state": "on"})]})
+    stored = rec.calls[0].to_dict()
+    assert "results" not in stored
+    assert stored["message"] == json.dumps(rec.calls[0].results[0], ensure_ascii=False)
+    assert json.loads(stored["message"])["state"] == {"state": "on"}
+
+
+def test_a_result_keeps_the_state_of_its_moment():
+    """Results are snapshots: a later action on the same object does not change an earlier message."""
+    from toolbias.catalog.model import NativeAction
+    from toolbias.env import Environment
+
+    env = Environment(CAT, "home")
+    first = env.execute(NativeAction("home", "set_light", {"room": "kitchen", "state": "on"}), trusted=True)
+    env.execute(NativeAction("home", "set_light", {"room": "kitchen", "state": "off"}), trusted=True)
+    assert first["state"] == {"state": "on"} and env.state["light"]["kitchen"] == {"state": "off"}

@@ -493,3 +493,22 @@ def test_every_operator_refuses_unknown_parameters(step: dict, bad: str) -> None
     with pytest.raises(VariantError, match=f"unknown parameter.*'{bad}'") as exc:
         build_codec(load_catalog("builtin"), VariantSpec("typo", (step,)))
     assert "use:" in (exc.value.fix or "") or step["op"] == "strip"
+
+
+def test_opaque_parameters_rename_every_alternative_of_a_union_alike() -> None:
+    """Opaque parameter names over a union-encoded merge: a key gets one new name in the
+    dispatcher and in every alternative, and every action round-trips (found by hypothesis)."""
+    from minicatalog import mini_catalog
+
+    from toolbias.verify import verify_codec
+
+    catalog = mini_catalog()
+    codec = build_codec(catalog, spec({"op": "merge", "encoding": "union"}, {"op": "rename", "method": "opaque"}))
+    for tool in codec.tools:
+        top = set(tool.parameters["properties"])
+        for branch in tool.parameters["oneOf"]:
+            keys = set(branch["properties"])
+            assert all(re.fullmatch(r"p_\d+", k) for k in keys)
+            assert top <= keys  # the discriminator has the same new name everywhere
+    result = verify_codec(codec, catalog)
+    assert result.ok, result.examples

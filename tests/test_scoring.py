@@ -314,3 +314,18 @@ def test_infra_errors_are_never_successes() -> None:
     rec = {"executed": [], "gold": [], "termination": "infra_error", "calls": [], "flags": []}
     ok, _ = score_record(rec)
     assert ok is False
+
+
+def test_success_needs_equal_keys_not_just_equal_python_values() -> None:
+    """``True == 1`` in Python, but not after normalisation: the fast path for an executed list
+    equal to the gold must not call this a success; ``20 == 20.0`` is one (numbers as numbers)."""
+    def rec(executed: dict[str, Any], gold: dict[str, Any]) -> dict[str, Any]:
+        return {"termination": "answered", "calls": [], "flags": [],
+                "executed": [{"domain": "home", "tool": "t", "arguments": executed}],
+                "gold": [{"domain": "home", "tool": "t", "arguments": gold}]}
+
+    assert score_record(rec({"on": 1}, {"on": True})) == (False, FailureMode.WRONG_ARGUMENTS)
+    assert score_record(rec({"x": [0]}, {"x": [False]})) == (False, FailureMode.WRONG_ARGUMENTS)
+    assert score_record(rec({"level": 20.0}, {"level": 20})) == (True, None)
+    assert score_record(rec({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1})) == (True, None)
+    assert score_record({**rec({"a": 1}, {"a": 1}), "termination": "infra_error"})[0] is False

@@ -492,7 +492,6 @@ def test_split_of_a_union_dispatcher_keeps_the_matching_alternative() -> None:
     each split tool keeps only its own alternative, without the folded argument, and every
     action still round-trips (found by the composition property test)."""
     from minicatalog import mini_catalog
-
     from toolbias.verify import verify_codec
 
     catalog = mini_catalog()

@@ -12,7 +12,7 @@ from minicatalog import mini_catalog
 from toolbias.errors import StoreError
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study, sample_tasks
-from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores
+from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores, stable_hash
 
 CAT = mini_catalog()
 
@@ -178,3 +178,33 @@ def test_provider_cap_on_episodes_in_flight(tmp_path):
         model.generate = counted  # type: ignore[method-assign]
         run_study(build_study(cfg, model=model, catalog=CAT), tmp_path / f"s{cap}.db")
         assert model.peak == expected
+
+
+def test_episode_keys_of_a_cell_are_episode_key():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from toolbias.store import episode_keys
+
+    text = st.text(max_size=12)
+
+    @settings(max_examples=200, deadline=None)
+    @given(model=text, settings_hash=text, catalog=text, variant=text, task_id=text, control=text,
+           condition=text, seed=st.integers(-(2**40), 2**40), kind=text)
+    def same(**f):
+        task_id = f.pop("task_id")
+        fixed = [f["model"], f["settings_hash"], f["catalog"], f["variant"]]
+        listed = fixed + [task_id, f["control"], f["condition"], f["seed"], f["kind"]]
+        assert episode_keys(**f)(task_id) == episode_key(task_id=task_id, **f) == stable_hash(listed, 32)
+
+    same()
+
+
+def test_record_json_keeps_lone_surrogates_readable():
+    from toolbias.store import record_json
+
+    value = {"text": "caf\u00e9 \ud83d broken", "n": 1}
+    text = record_json(value)
+    text.encode("utf-8")
+    assert json.loads(text) == value
+    assert record_json({"text": "café"}) == '{"text":"café"}'

@@ -57,7 +57,10 @@ class EpisodeConfig:
 
 @dataclass
 class CallRecord:
-    """One model tool call: what was asked, how it decoded, what it did."""
+    """One model tool call: what was asked, how it decoded, what it did.
+
+    ``results`` (the environment's answers) are kept in memory only: the stored record
+    holds them once, as the tool ``message`` the model read (their JSON)."""
 
     turn: int
     tool_call: ToolCall
@@ -67,8 +70,7 @@ class CallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"turn": self.turn, "tool_call": self.tool_call.to_dict(),
-                "decoded": self.decoded.to_dict() if self.decoded else None,
-                "results": self.results, "message": self.message}
+                "decoded": self.decoded.to_dict() if self.decoded else None, "message": self.message}
 
 
 @dataclass
@@ -123,13 +125,17 @@ def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeCo
     return "\n\n".join(parts)
 
 
+#: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per message
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _tool_message(decoded: Decoded, results: list[dict[str, Any]]) -> str:
     if decoded.outcome is Outcome.REJECTION:
         return f"Error: {decoded.message}"
     if decoded.outcome is Outcome.REPLY:
-        return json.dumps(decoded.reply, ensure_ascii=False)
+        return _to_json(decoded.reply)
     body: Any = results[0] if len(results) == 1 else results
-    return json.dumps(body, ensure_ascii=False)
+    return _to_json(body)
 
 
 async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: EpisodeConfig) -> EpisodeRecord:
@@ -188,7 +194,9 @@ def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env:
         rec.calls.append(CallRecord(turn, tc, None, [], msg))
         return {"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": msg}
     decoded = session.decode(Call(tc.name, tc.arguments))
-    results = [env.execute(a) for a in decoded.actions] if decoded.outcome is Outcome.NATIVE else []
+    # trusted: the session's level-0 check validated every native action it decoded
+    native = decoded.outcome is Outcome.NATIVE
+    results = [env.execute(a, trusted=True) for a in decoded.actions] if native else []
     rec.executed.extend(a for a, r in zip(decoded.actions, results, strict=False) if r.get("ok"))
     rec.flags.extend(decoded.flags)
     msg = _tool_message(decoded, results)

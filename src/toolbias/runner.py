@@ -3,7 +3,10 @@ bounded concurrency, score and store them as they finish.
 
 Layers (as in tau2-bench): :func:`~toolbias.episode.run_episode` is pure;
 :func:`build_study` resolves names (catalog, variants, model); :func:`run_study`
-batches with concurrency, checkpointing, resume and sharding.
+batches with concurrency, checkpointing, resume and sharding. Providers that are
+only CPU in this process (``ModelAPI.cpu_bound``: oracle, scripted, replay) play
+large plans in forked worker processes (:mod:`toolbias.forked`), one per core;
+this process stays the one writer of the store.
 """
 
 from __future__ import annotations
@@ -12,20 +15,24 @@ import asyncio
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog, Task, load_catalog
 from .codec import Codec, Control
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .errors import ToolbiasError
+from .forked import Emit, available_cpus, fork_available, run_forked
 from .providers import ModelAPI, make_provider
 from .providers.base import GenerateConfig
-from .providers.wrapper import ProviderWrapper, ResponseCache, wrap
+from .providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wrap
 from .scoring import score_record
-from .store import EpisodeRow, Store, episode_key, stable_hash
+from .store import COLUMNS, EpisodeRow, Store, episode_keys, stable_hash
 from .variants import VariantSpec, build_codec, resolve_variants
+
+#: (episode key, variant codec, task): one episode of a study's plan
+PlanItem = tuple[str, Codec, Task]
 
 
 @dataclass
@@ -50,6 +57,10 @@ class StudyConfig:
     provider_options: dict[str, Any] = field(default_factory=dict)
     #: "task" for full tasks; "probe" for compliance probes (stored apart, same machinery)
     kind: str = "task"
+    #: processes that play episodes of CPU-bound providers (see :func:`worker_count`): None, one
+    #: per core for plans of MIN_FORKED_EPISODES or more; 1, this process only. Not part of the
+    #: study's identity: a study may resume with another count.
+    workers: int | None = None
 
     @property
     def study_name(self) -> str:
@@ -76,19 +87,19 @@ class Study:
             cached = self.__dict__["_classes"] = {t.uid: t.cls for t in self.catalog.tools}
         return cached
 
-    def plan(self) -> list[tuple[str, Codec, Task]]:
+    def plan(self) -> list[PlanItem]:
         """(key, codec, task) for every episode of this shard, variant by variant and
         domain by domain, so a local model reuses its prompt prefix (system + tools)."""
         cfg = self.config
         cat = f"{self.catalog.name}#{self.catalog.fingerprint()}"
-        out = []
+        tasks = sorted(self.tasks, key=lambda t: (t.domain, t.id))
+        out: list[PlanItem] = []
         for codec in self.codecs:
-            for task in sorted(self.tasks, key=lambda t: (t.domain, t.id)):
-                key = episode_key(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
-                                  variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}", task_id=task.id,
-                                  control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed,
-                                  kind=cfg.kind)
-                out.append((key, codec, task))
+            key = episode_keys(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
+                               variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}",
+                               control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed,
+                               kind=cfg.kind)
+            out.extend((key(task.id), codec, task) for task in tasks)
         if cfg.shard:
             i, n = cfg.shard
             out = [item for item in out if int(item[0][:8], 16) % n == i]
@@ -201,6 +212,97 @@ class Progress:
 
 ProgressFn = Callable[[Progress], None]
 
+#: below this many episodes to play, forking workers costs more than it saves
+MIN_FORKED_EPISODES = 2000
+_SUCCESS, _STATUS = COLUMNS.index("success"), COLUMNS.index("status")
+
+
+def worker_count(study: Study, n_episodes: int) -> int:
+    """How many processes play ``n_episodes``: ``config.workers`` (None: one per core from
+    MIN_FORKED_EPISODES episodes on), but 1 unless the provider is CPU-bound, has no response
+    cache (a file the workers would share) and this platform forks."""
+    want = study.config.workers
+    model = study.model
+    if (want is not None and want <= 1) or n_episodes < 2 or not model.cpu_bound \
+            or getattr(model, "cache", None) is not None or not fork_available():
+        return 1
+    if want is None:
+        want = available_cpus() if n_episodes >= MIN_FORKED_EPISODES else 1
+    return max(1, min(want, n_episodes))
+
+
+class _Sink:
+    """The one writer: stores finished rows (column values) and counts them into the progress."""
+
+    def __init__(self, store: Store, prog: Progress, on_progress: ProgressFn | None) -> None:
+        self.store, self.prog, self.on_progress = store, prog, on_progress
+        self.buffer: list[tuple[Any, ...]] = []
+        self.last_flush = time.perf_counter()
+
+    def add(self, values: tuple[Any, ...]) -> None:
+        """One row played here: buffered, written every 256 rows or second."""
+        self.buffer.append(values)
+        self._count(values, report=False)
+        if len(self.buffer) >= 256 or time.perf_counter() - self.last_flush > 1.0:
+            self.flush()
+        if self.on_progress:
+            self.on_progress(self.prog)
+
+    def add_batch(self, batch: list[tuple[Any, ...]], report: bool = True) -> None:
+        """A worker's batch: written at once (one transaction), then counted."""
+        self.store.put_values(batch)
+        for values in batch:
+            self._count(values, report)
+
+    def keep(self, batch: list[tuple[Any, ...]]) -> None:
+        """A batch arriving after an interrupt or a failure: written and counted, not reported."""
+        self.add_batch(batch, report=False)
+
+    def flush(self) -> None:
+        self.store.put_values(self.buffer)
+        self.buffer.clear()
+        self.last_flush = time.perf_counter()
+
+    def _count(self, values: tuple[Any, ...], report: bool) -> None:
+        self.prog.done += 1
+        self.prog.successes += int(bool(values[_SUCCESS]))
+        self.prog.infra_errors += int(values[_STATUS] == "infra_error")
+        if report and self.on_progress:
+            self.on_progress(self.prog)
+
+
+async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeConfig, emit: Emit) -> None:
+    """Play ``items`` with bounded concurrency; emit each episode's row (column values)."""
+    cfg = study.config
+
+    async def worker() -> None:
+        for key, codec, task in items:  # one iterator shared by the tasks: each item is played once
+            rec = await run_episode(task, codec, study.model, episode_cfg)
+            emit(row_for(study, key, rec).values())
+
+    n = min(cfg.concurrency, study.max_concurrency or cfg.concurrency)
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, n))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+
+
+async def _play_forked(study: Study, todo: list[PlanItem], episode_cfg: EpisodeConfig, sink: _Sink,
+                       n_workers: int) -> None:
+    found = getattr(study.model, "stats", None)
+    stats = found if isinstance(found, WrapperStats) else None
+
+    async def work(indices: Iterator[int], emit: Emit) -> WrapperStats | None:
+        before = replace(stats) if stats is not None else None
+        await _play(study, (todo[i] for i in indices), episode_cfg, emit)
+        return stats.since(before) if stats is not None and before is not None else None
+
+    for counted in await run_forked(len(todo), n_workers, work, sink.add_batch, sink.keep):
+        if stats is not None and counted is not None:
+            stats.add(counted)  # the workers' calls and retries, as if made here
+
 
 async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | None = None,
                           check: bool = True) -> Progress:
@@ -214,44 +316,17 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
     episode_cfg = EpisodeConfig(control=cfg.control, condition=cfg.condition, turn_limit=cfg.turn_limit,
                                 generate=cfg.generate)
-    buffer: list[EpisodeRow] = []
-    last_flush = time.perf_counter()
-
-    def flush() -> None:
-        nonlocal last_flush
-        store.put_many(buffer)
-        buffer.clear()
-        last_flush = time.perf_counter()
-
-    queue: asyncio.Queue[tuple[str, Codec, Task]] = asyncio.Queue()
-    for item in todo:
-        queue.put_nowait(item)
-
-    async def worker() -> None:
-        while True:
-            try:
-                key, codec, task = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            rec = await run_episode(task, codec, study.model, episode_cfg)
-            row = row_for(study, key, rec)
-            buffer.append(row)
-            prog.done += 1
-            prog.successes += int(bool(row.success))
-            prog.infra_errors += int(row.status == "infra_error")
-            if len(buffer) >= 256 or time.perf_counter() - last_flush > 1.0:
-                flush()
-            if on_progress:
-                on_progress(prog)
-
-    n_workers = min(cfg.concurrency, len(todo) or 1, study.max_concurrency or cfg.concurrency)
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, n_workers))]
+    sink = _Sink(store, prog, on_progress)
+    n_workers = worker_count(study, len(todo))
     try:
-        await asyncio.gather(*workers)
+        if n_workers > 1:
+            await _play_forked(study, todo, episode_cfg, sink, n_workers)
+        else:
+            try:
+                await _play(study, iter(todo), episode_cfg, sink.add)
+            finally:
+                sink.flush()  # Ctrl-C or a crash keeps every finished episode
     finally:
-        for w in workers:
-            w.cancel()
-        flush()  # Ctrl-C or a crash keeps every finished episode
         await study.model.aclose()
     return prog
 
@@ -269,5 +344,5 @@ def run_study(cfg: StudyConfig | Study, store: Store | str = "toolbias.db", on_p
             st.close()
 
 
-__all__ = ["Progress", "Study", "StudyConfig", "build_study", "run_study", "run_study_async",
-           "sample_tasks", "ProviderWrapper"]
+__all__ = ["MIN_FORKED_EPISODES", "Progress", "Study", "StudyConfig", "build_study", "run_study",
+           "run_study_async", "sample_tasks", "worker_count", "ProviderWrapper"]

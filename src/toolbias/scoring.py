@@ -8,8 +8,9 @@ executed native actions equals the gold multiset.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -104,20 +105,43 @@ def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejec
     return FailureMode.WRONG_ARGUMENTS
 
 
-def action_diff(executed: Sequence[NativeAction], gold: Sequence[NativeAction]
-                ) -> tuple[list[NativeAction], list[NativeAction]]:
+_EXACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same JSON value, types included (``1`` is not ``1.0`` nor ``True``,
+    which ``==`` alone would accept): the same canonical text. Same values normalise to the
+    same keys, so an executed list equal to the gold needs no keys at all."""
+    return bool(a == b) and _EXACT(a) == _EXACT(b)
+
+
+def memo_keys() -> Callable[[NativeAction], str]:
+    """:func:`action_key` computed once per action object (one scoring pass asks for each
+    action's key several times); only for actions that outlive the returned function's use."""
+    cache: dict[int, str] = {}
+
+    def key(a: NativeAction) -> str:
+        k = cache.get(id(a))
+        if k is None:
+            k = cache[id(a)] = action_key(a)
+        return k
+    return key
+
+
+def action_diff(executed: Sequence[NativeAction], gold: Sequence[NativeAction],
+                key: Callable[[NativeAction], str] = action_key) -> tuple[list[NativeAction], list[NativeAction]]:
     """(gold actions not executed, executed actions not in the gold), as multisets after normalisation."""
-    want = Counter(map(action_key, gold))
-    have = Counter(map(action_key, executed))
+    want = Counter(map(key, gold))
+    have = Counter(map(key, executed))
     missing_keys, extra_keys = want - have, have - want
     missing, extra = [], []
     for a in gold:
-        k = action_key(a)
+        k = key(a)
         if missing_keys[k] > 0:
             missing.append(a)
             missing_keys[k] -= 1
     for a in executed:
-        k = action_key(a)
+        k = key(a)
         if extra_keys[k] > 0:
             extra.append(a)
             extra_keys[k] -= 1
@@ -170,8 +194,8 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
 
 
 def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeAction],
-                   executed: Sequence[NativeAction], classes: Mapping[str, str] | None
-                   ) -> tuple[list[list[str]], list[str]]:
+                   executed: Sequence[NativeAction], classes: Mapping[str, str] | None,
+                   key: Callable[[NativeAction], str] = action_key) -> tuple[list[list[str]], list[str]]:
     """The routes the wrong-class rule looks at, and the classes they are compared with.
 
     A routed call whose decoded actions are all still-needed gold actions was routed
@@ -182,7 +206,7 @@ def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeActi
     task also involves that other class."""
     if not classes:
         return [], []
-    needed = Counter(map(action_key, gold))
+    needed = Counter(map(key, gold))
     routes: list[list[str]] = []
     for c in calls:
         dec = c.get("decoded")
@@ -193,7 +217,7 @@ def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeActi
             needed.subtract(keys)
             continue
         routes.append(list(dec["route_classes"]))
-    missing, _ = action_diff(executed, gold)
+    missing, _ = action_diff(executed, gold, key)
     basis = missing or list(gold)
     return routes, [classes[a.uid] for a in basis if a.uid in classes]
 
@@ -204,14 +228,18 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     ``classes`` maps native tool uids to their class (``Catalog`` gives it) for
     wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
     d = rec if isinstance(rec, Mapping) else rec.to_dict()
+    infra = d["termination"] == "infra_error"
+    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
+        return True, None
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
-    ok = exact_success(executed, gold) and d["termination"] != "infra_error"
+    key = memo_keys()
+    ok = not infra and Counter(map(key, executed)) == Counter(map(key, gold))
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     calls = d.get("calls", [])
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
-    route_classes, gold_classes = suspect_routes(calls, gold, executed, classes)
+    route_classes, gold_classes = suspect_routes(calls, gold, executed, classes, key)
     mode = failure_mode(success=ok, termination=d["termination"], flags=[f["kind"] for f in d.get("flags", [])],
                         rejections=rejections, executed=executed, gold=gold, route_classes=route_classes,
                         gold_classes=gold_classes)

@@ -13,7 +13,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ CREATE INDEX IF NOT EXISTS episodes_study ON episodes (study, status);
 COLUMNS = ("key", "study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain", "control",
            "condition", "seed", "status", "success", "failure_mode", "termination", "n_gold", "n_executed",
            "n_rejections", "turns", "prompt_tokens", "completion_tokens", "wall_s", "record", "created")
+_INSERT = f"INSERT OR REPLACE INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
@@ -59,11 +60,16 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def record_json(value: Any) -> str:
     """JSON text for a stored record. Model output may hold lone surrogates (a broken ``\\ud83d``
     escape), which SQLite and UTF-8 files refuse: such records are written with ASCII escapes,
     which read back to the same value."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = _RECORD_ENCODER.encode(value)
+    if text.isascii():  # the usual case: nothing to check (a lone surrogate is not ASCII)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -73,7 +79,25 @@ def record_json(value: Any) -> str:
 
 def episode_key(*, model: str, settings_hash: str, catalog: str, variant: str, task_id: str, control: str,
                 condition: str, seed: int, kind: str = "task") -> str:
-    return stable_hash([model, settings_hash, catalog, variant, task_id, control, condition, seed, kind], 32)
+    return episode_keys(model=model, settings_hash=settings_hash, catalog=catalog, variant=variant,
+                        control=control, condition=condition, seed=seed, kind=kind)(task_id)
+
+
+def episode_keys(*, model: str, settings_hash: str, catalog: str, variant: str, control: str, condition: str,
+                 seed: int, kind: str = "task") -> Callable[[str], str]:
+    """``task_id -> episode key`` for one cell: :func:`stable_hash` of the list
+    ``[model, settings_hash, catalog, variant, task_id, control, condition, seed, kind]``, with
+    the canonical JSON of the fields that do not change built once (a grid plans one key per
+    episode)."""
+    def dump(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
+
+    head = "[" + ",".join(map(dump, [model, settings_hash, catalog, variant])) + ","
+    tail = "," + ",".join(map(dump, [control, condition, seed, kind])) + "]"
+
+    def key(task_id: str) -> str:
+        return hashlib.sha256(f"{head}{dump(task_id)}{tail}".encode()).hexdigest()[:32]
+    return key
 
 
 @dataclass
@@ -184,10 +208,12 @@ class Store:
         return {k for (k,) in self.db.execute(q, (study,) if study else ())}
 
     def put_many(self, rows: Iterable[EpisodeRow]) -> int:
-        values = [r.values() for r in rows]
+        return self.put_values([r.values() for r in rows])
+
+    def put_values(self, values: Sequence[tuple[Any, ...]]) -> int:
+        """Store rows already in column form (:meth:`EpisodeRow.values`), in one transaction."""
         if values:
-            marks = ",".join("?" * len(COLUMNS))
-            self.db.executemany(f"INSERT OR REPLACE INTO episodes ({','.join(COLUMNS)}) VALUES ({marks})", values)
+            self.db.executemany(_INSERT, values)
             self.db.commit()
         return len(values)
 

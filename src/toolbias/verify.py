@@ -491,8 +491,8 @@ def verify_all(catalog: Catalog, specs: Iterable[VariantSpec] | None = None, *, 
                **kwargs: Any) -> list[VerifyResult]:
     """Verify ``specs`` (default: every registered variant) on ``catalog``, in order.
 
-    ``jobs`` > 1 verifies variants in that many forked worker processes (where the platform
-    can fork; elsewhere, and for a single variant, it runs in this process)."""
+    ``jobs`` > 1 verifies variants in that many forked worker processes (where forking is safe,
+    see :func:`toolbias.forked.fork_available`; elsewhere, and for one variant, in this process)."""
     global _WORKER_CATALOG
     chosen = list(registry().values()) if specs is None else list(specs)
     jobs = min(jobs, len(chosen))
@@ -500,7 +500,9 @@ def verify_all(catalog: Catalog, specs: Iterable[VariantSpec] | None = None, *, 
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if "fork" in multiprocessing.get_all_start_methods():
+        from .forked import fork_available
+
+        if fork_available():
             kwargs.pop("cache", None)
             _WORKER_CATALOG = catalog  # inherited by the forked workers, never pickled
             try:

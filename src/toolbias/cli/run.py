@@ -82,6 +82,8 @@ def register(group: click.Group) -> None:
     @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
     @click.option("--study", help="study name inside the store [default: model|control|condition]")
     @click.option("--concurrency", type=int, default=8, show_default=True)
+    @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
+                  "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
     @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
     @click.option("--turn-limit", type=int, default=16, show_default=True)
     @click.option("--temperature", type=float, default=0.0, show_default=True)
@@ -89,8 +91,8 @@ def register(group: click.Group) -> None:
     @click.option("--cache", help="response cache file (SQLite); off by default")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
-                concurrency: int, shard: str | None, turn_limit: int, temperature: float, max_tokens: int,
-                cache: str | None) -> None:
+                concurrency: int, workers: int | None, shard: str | None, turn_limit: int, temperature: float,
+                max_tokens: int, cache: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         chosen_domains = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
         if model.startswith("local") and sample is None and tasks is None and not chosen_domains \
@@ -101,7 +103,7 @@ def register(group: click.Group) -> None:
                           domains=chosen_domains,
                           control=Control(control), condition=Condition(condition), turn_limit=turn_limit,
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
-                          concurrency=concurrency, shard=_shard(shard), study=study, cache=cache,
+                          concurrency=concurrency, workers=workers, shard=_shard(shard), study=study, cache=cache,
                           provider_options=options)
         built = build_study(cfg)
         console = Console(stderr=True)

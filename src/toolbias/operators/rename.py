@@ -131,25 +131,53 @@ def map_value(value: Any, tree: ParamTree | None) -> Any:
 
 
 def _opaque_schema(schema: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], ParamTree | None, ParamTree | None]:
-    """Schema with keys renamed ``p_0..`` at every object level; trees outer->inner and inner->outer."""
+    """Schema with keys renamed ``p_0..`` at every object level; trees outer->inner and inner->outer.
+
+    The alternatives of a ``oneOf``/``anyOf`` (the merge operator's union encoding) describe one
+    argument object, so a key gets the same new name in every alternative it appears in."""
     out = dict(schema)
     fwd: ParamTree | None = None
     inv: ParamTree | None = None
-    props = schema.get("properties")
-    if isinstance(props, Mapping) and props:
+    unions = [k for k in ("oneOf", "anyOf") if isinstance(schema.get(k), list)]
+    levels = [schema] + [b for k in unions for b in schema[k] if isinstance(b, Mapping)]
+    occurrences: dict[str, list[Any]] = {}
+    for level in levels:
+        props = level.get("properties")
+        if isinstance(props, Mapping):
+            for name, sub in props.items():
+                occurrences.setdefault(name, []).append(sub)
+    if occurrences:
         fwd, inv = ParamTree({}), ParamTree({})
-        new_props: dict[str, Any] = {}
         names: dict[str, str] = {}
-        for i, (name, sub) in enumerate(props.items()):
-            new = f"{prefix}{i}"
-            names[name] = new
-            sub_schema, sub_fwd, sub_inv = _opaque_schema(sub, prefix)
-            new_props[new] = sub_schema
-            fwd.props[new] = (name, sub_fwd)
-            inv.props[name] = (new, sub_inv)
-        out["properties"] = new_props
-        if "required" in schema:
-            out["required"] = [names.get(r, r) for r in schema.get("required") or []]
+        renamed: dict[str, list[dict[str, Any]]] = {}
+        for i, (name, subs) in enumerate(occurrences.items()):
+            new = names[name] = f"{prefix}{i}"
+            results = [_opaque_schema(sub, prefix) if isinstance(sub, Mapping) else (sub, None, None) for sub in subs]
+            if any(r[1] != results[0][1] for r in results[1:]):
+                raise VariantError(f"argument '{name}' nests different keys in different alternatives of a union",
+                                   where="rename step (opaque parameters)",
+                                   fix="rename before merging with encoding union, or use params: false")
+            renamed[name] = [r[0] for r in results]
+            fwd.props[new] = (name, results[0][1])
+            inv.props[name] = (new, results[0][2])
+        taken = {name: 0 for name in occurrences}
+
+        def rename_level(level: Mapping[str, Any]) -> dict[str, Any]:
+            res = dict(level)
+            props = level.get("properties")
+            if isinstance(props, Mapping):
+                new_props: dict[str, Any] = {}
+                for name in props:
+                    new_props[names[name]] = renamed[name][taken[name]]
+                    taken[name] += 1
+                res["properties"] = new_props
+            if "required" in level:
+                res["required"] = [names.get(r, r) for r in level.get("required") or []]
+            return res
+
+        out = rename_level(schema)
+        for k in unions:
+            out[k] = [rename_level(b) if isinstance(b, Mapping) else b for b in schema[k]]
     items = schema.get("items")
     if isinstance(items, Mapping):
         sub_schema, sub_fwd, sub_inv = _opaque_schema(items, prefix)

@@ -125,6 +125,9 @@ class ModelAPI(ABC):
     base_url: str | None = None
     #: the most episodes worth running at once (None: no limit beyond --concurrency)
     max_concurrency: int | None = None
+    #: its work is this process's CPU (no I/O, no threads or server of its own), so a study
+    #: may play its episodes in forked worker processes (``StudyConfig.workers``)
+    cpu_bound: bool = False
 
     @abstractmethod
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 
 class OracleProvider(ModelAPI):
+    cpu_bound = True  # plays from memory: worker processes may share its episodes
+
     def __init__(self, arg: str = "", **options: Any) -> None:
         self.spec = "oracle"
 

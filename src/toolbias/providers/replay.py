@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 
 class ReplayProvider(ModelAPI):
+    cpu_bound = True  # plays from memory: worker processes may share its episodes
+
     def __init__(self, arg: str = "", **options: Any) -> None:
         if not arg:
             raise ProviderError("the replay model needs a file of recorded episodes", fix="use replay:FILE.jsonl")

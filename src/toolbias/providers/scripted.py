@@ -82,6 +82,9 @@ class ScriptedProvider(ModelAPI):
             check_script(script, arg or "<script>")
         self.script = script
         self.spec = name or (f"scripted:{Path(arg).stem}" if arg else "scripted")
+        # a script of data plays from memory, so worker processes may share its episodes; a
+        # callable is the caller's code, whose effects (counters, I/O) belong in this process
+        self.cpu_bound = not callable(script)
 
     def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
         return _ScriptedEpisode(self, task, codec)

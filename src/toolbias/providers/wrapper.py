@@ -18,7 +18,7 @@ import random
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,14 @@ class WrapperStats:
     failures: int = 0
     cache_hits: int = 0
 
+    def add(self, other: WrapperStats) -> None:
+        """Count ``other``'s calls too (a worker process's, when a study forks)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def since(self, before: WrapperStats) -> WrapperStats:
+        return WrapperStats(**{f.name: getattr(self, f.name) - getattr(before, f.name) for f in fields(self)})
+
 
 class ProviderWrapper(ModelAPI):
     """Adds retry, a per-endpoint concurrency limit and an optional cache to a provider."""
@@ -129,6 +137,7 @@ class ProviderWrapper(ModelAPI):
         self.concurrency = max(1, concurrency)
         self.retry = retry or RetryPolicy()
         self.cache = cache if getattr(inner, "cacheable", False) else None
+        self.cpu_bound = inner.cpu_bound
         self.stats = WrapperStats()
         self.on_retry = on_retry
 
@@ -166,8 +175,11 @@ class ProviderWrapper(ModelAPI):
                 return hit
         self.stats.calls += 1
         try:  # fast path: most calls succeed first time and need no retry machinery
-            async with self._semaphore():
+            if self.cpu_bound:  # no endpoint to protect, and it never yields: a limit could not bind
                 out = await target.generate(messages, tools, tool_choice, config)
+            else:
+                async with self._semaphore():
+                    out = await target.generate(messages, tools, tool_choice, config)
         except InfraError as exc:
             if not exc.retryable or self.retry.attempts <= 1:
                 self.stats.failures += 1
