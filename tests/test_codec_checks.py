@@ -60,3 +60,18 @@ def test_validation_key_ignores_annotations_and_key_order_only() -> None:
     with_param = outer_tool(native, parameters={**native.parameters, "properties": {
         **native.properties, "description": {"type": "string"}}})
     assert validation_key(with_param) != validation_key(native)
+
+
+def test_a_used_catalog_still_pickles() -> None:
+    """Checks compiled and cached on tools during decoding are closures; pickling a catalog
+    (e.g. to send it to a spawned process) leaves them out and still works."""
+    import pickle
+
+    catalog = mini_catalog()
+    codec = Codec(catalog, [LooseForward(catalog.tools, {})], name="loose")
+    codec.session("home").decode(Call("set_light", {"room": "office", "state": "on"}))
+    assert "_schema_checks" in catalog.tools[0].__dict__
+    again = pickle.loads(pickle.dumps(catalog))
+    assert again == catalog
+    assert Codec(again, []).session("home").decode(Call("set_light", {"room": "garage", "state": "on"})).outcome \
+        is Outcome.REJECTION

@@ -296,12 +296,13 @@ class Codec:
             calls = [Call(action.tool, dict(action.arguments))]
             domain = action.domain
             for layer, state in zip(self.layers, states, strict=True):
-                calls = [c2 for c in calls for c2 in layer.encode(c, domain, state)]
+                calls = layer.encode(calls[0], domain, state) if len(calls) == 1 else \
+                    [c2 for c in calls for c2 in layer.encode(c, domain, state)]
             out.extend(calls)
         return out
 
     def session(self, domain: str, control: Control | str = Control.STRICT) -> Session:
-        return Session(self, domain, Control(control))
+        return Session(self, domain, control if control.__class__ is Control else Control(control))
 
 
 class Session:
@@ -318,7 +319,7 @@ class Session:
         if not isinstance(call.arguments, Mapping):
             return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
                            message=f"arguments of '{call.name}' must be a JSON object")
-        if any(isinstance(v, (dict, list)) for v in call.arguments.values()) and too_deep(call.arguments):
+        if not _flat(call.arguments) and too_deep(call.arguments):
             return Decoded(call, Outcome.REJECTION, rejection_kind=RejectionKind.PARSE_ERROR,
                            message=f"arguments of '{call.name}' nest deeper than {MAX_ARGUMENT_DEPTH} levels")
         return self._decode_at(len(self.codec.layers), call, call)
@@ -376,8 +377,9 @@ class Session:
         classes = step.classes
         if len(step.calls) == 1:  # the usual case: the inner outcome is the outcome, plus this route
             d = self._decode_at(level - 1, step.calls[0], origin, passed)
-            if routes or classes:
-                d = d._replace(routes=routes + d.routes, route_classes=classes + d.route_classes)
+            if routes or classes:  # (built directly: NamedTuple._replace costs twice as much)
+                d = Decoded(d.call, d.outcome, d.actions, d.reply, d.rejection_kind, d.message, d.flags,
+                            routes + d.routes, classes + d.route_classes, d.lenient)
             return d
         actions: list[NativeAction] = []
         flags: list[Flag] = []
@@ -429,12 +431,24 @@ class Session:
 
 
 def _json_copy(value: Any) -> Any:
-    """A deep copy of parsed JSON (dicts, lists, scalars): cheaper than copy.deepcopy."""
+    """A deep copy of parsed JSON (dicts, lists, scalars): cheaper than copy.deepcopy; scalars
+    are taken in the comprehension (arguments are mostly flat)."""
     if isinstance(value, dict):
-        return {k: _json_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _json_copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_copy(v) for v in value]
+        return [v if type(v) in _SCALARS else _json_copy(v) for v in value]
     return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(args: Mapping[str, Any]) -> bool:
+    """No value is an object or array (then no depth check is needed)."""
+    for v in args.values():
+        if type(v) not in _SCALARS:
+            return False
+    return True
 
 
 def _with_lenient(d: Decoded, note: str) -> Decoded:

@@ -10,7 +10,9 @@ the variant's own codec:
   rejection and no flag at ``Session.finish()``; also for each domain's actions
   encoded as one sequence (protocol state across actions: handles, references);
 * **determinism**: decoding the same calls in two fresh sessions gives identical
-  results (every field of every :class:`~toolbias.codec.Decoded`);
+  results (every field of every :class:`~toolbias.codec.Decoded`): by default each
+  domain's sequence (every tool's first coverage action, in one session), ``"all"``
+  every round trip;
 * **closure**: every action an accepted call yields is a valid native action
   (``validate_action``), and no rejection carries actions. Besides the encoded
   sequences, seeded *probes* perturb them (drop, repeat or reorder a call, drop an
@@ -430,9 +432,10 @@ def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 
     """Verify an already built codec (see the module doc).
 
     ``probes``: perturbed sequences decoded per tool (0 turns closure probing off).
-    ``determinism``: ``"first"`` (default) decodes each tool's first coverage action and each
-    domain's multi-action sequence twice, ``"all"`` every round trip. ``cache``: a dict shared
-    by several calls on one catalog (coverage actions are computed once)."""
+    ``determinism``: ``"first"`` (default) decodes each domain's sequence of every tool's first
+    coverage action twice (so every tool's decoding is compared, with protocol state carried
+    across its actions), ``"all"`` also every single round trip. ``cache``: a dict shared by
+    several calls on one catalog (coverage actions are computed once)."""
     catalog = catalog or codec.catalog
     start = time.perf_counter()
     result = VerifyResult(codec.name, functions=codec.function_count())
@@ -446,14 +449,13 @@ def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 
             if max_actions_per_tool is not None:
                 actions = actions[:max_actions_per_tool]
             for i, a in enumerate(actions):
-                twice = determinism == "all" or i == 0
-                calls = check_roundtrip(codec, catalog, domain.name, [a], result, determinism=twice)
+                calls = check_roundtrip(codec, catalog, domain.name, [a], result, determinism=determinism == "all")
                 if i == 0:
                     firsts.append(a)
                     if calls is not None and probes > 0:
                         check_probes(codec, catalog, domain.name, calls, result, rng, probes)
-        if len(firsts) > 1:  # the domain's actions as one episode: state carried across actions
-            check_roundtrip(codec, catalog, domain.name, firsts + firsts[:1], result)
+        if firsts:  # the domain's actions as one episode, twice: state carried across actions, determinism
+            check_roundtrip(codec, catalog, domain.name, firsts + firsts[:1] if len(firsts) > 1 else firsts, result)
     result.seconds = time.perf_counter() - start
     return result
 

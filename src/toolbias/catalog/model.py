@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 JSON = Any
@@ -34,17 +35,22 @@ class Tool:
     cls: str = ""
     effect: Mapping[str, JSON] | None = None
 
-    @property
+    # cached on the instance (tools are immutable; the codec asks for these on every call)
+    @cached_property
     def uid(self) -> str:
         return f"{self.domain}::{self.name}"
 
-    @property
+    @cached_property
     def properties(self) -> Mapping[str, JSON]:
         return self.parameters.get("properties", {}) or {}
 
-    @property
+    @cached_property
     def required(self) -> tuple[str, ...]:
         return tuple(self.parameters.get("required", []) or [])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # checks compiled for this tool (cached as private attributes) are closures: not pickled
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def to_openai(self) -> dict[str, JSON]:
         return {
