@@ -250,7 +250,7 @@ async def test_embedded_model_makes_a_real_tool_call(model: LocalProvider) -> No
     assert (call.name, call.arguments, call.parse_error) == ("set_temperature", {"zone": "bedroom", "celsius": 21}, None)
     assert out.usage.prompt_tokens > 100 and out.usage.completion_tokens > 5 and out.latency_s > 0
     assert model.settings() == {"spec": "local", "model_sha256": DEFAULT_SHA256, "engine": "llama.cpp",
-                                "required": "grammar"}
+                                "required": "grammar", "flash_attn": True}
 
 
 @pytest.mark.slow

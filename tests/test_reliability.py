@@ -408,3 +408,19 @@ def test_the_same_command_resumes_without_work(tmp_path: Path, catalog: Catalog)
     again = _run(["--variants", "native", "--tasks", "20", "--concurrency", "2"], store, env=env)
     assert again.returncode == 0, again.stderr
     assert comparable(store) == before
+
+
+def test_infra_errors_are_listed_by_variant_and_reason(tmp_path: Path) -> None:
+    """`toolbias run` ends by naming which variants hit infrastructure errors and why, so a
+    transient fault (re-run) can be told from one that recurs (a prompt too long)."""
+    script = tmp_path / "s.json"
+    reason = "the prompt has 26355 tokens, more than the model's context window n_ctx=8192"
+    script.write_text(json.dumps({"default": [{"infra_error": reason, "retryable": False}]}))
+    proc = subprocess.run([TOOLBIAS, "run", "--model", f"scripted:{script}", "--catalog", CATALOG,
+                           "--variants", "native,fully_merged", "--tasks", "2", "--store", str(tmp_path / "s.db")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "4 episode(s) hit infrastructure errors" in err
+    assert f"native: 2 x {reason}" in err and f"fully_merged: 2 x {reason}" in err
+    assert "--variants" in err and "Traceback" not in err

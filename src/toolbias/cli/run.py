@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -27,10 +28,31 @@ from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store, export, merge_stores
 
 #: ``toolbias run`` with no task options on the embedded model: one task per variant from the domain
-#: with the smallest schema (measured: about a minute of 2-core CPU per episode for the 0.5B model,
-#: so the 12 representative variants take about 10-15 minutes). Pass --sample/--domains for more.
+#: with the smallest schema, at most 3 turns of at most 192 tokens unless --turn-limit/--max-tokens
+#: say otherwise. Measured on 2 cores: the first prompt of a variant (its tools, 1,200-3,000 tokens)
+#: takes 16-40 s at ~76 tokens/s, and the 0.5B model tends to use every turn (uncapped, one episode
+#: spent 155 s on 8 turns of 1,150 generated tokens; at 4 turns of 256 tokens, 77-90 s).
+#: Pass --sample/--domains for more.
 DEFAULT_LOCAL_SAMPLE = 1
 DEFAULT_LOCAL_DOMAINS = ("fitness_watch",)
+DEFAULT_LOCAL_TURN_LIMIT = 3
+DEFAULT_LOCAL_MAX_TOKENS = 192
+
+
+def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
+    """Which variants hit infrastructure errors and why (one line per variant and reason), so a
+    user can tell a transient fault (re-run) from one that will recur (a prompt too long)."""
+    reasons: dict[tuple[str, str], int] = {}
+    with Store(store) as st:
+        for row in st.rows(study=study, status="infra_error"):
+            message = str(row.record.get("infra_error") or "unknown error")
+            reasons[(row.variant, message)] = reasons.get((row.variant, message), 0) + 1
+    console.print(f"[yellow]{count} episode(s) hit infrastructure errors (kept apart from model failures):[/]")
+    for (variant, message), n in sorted(reasons.items()):
+        console.print(f"  {variant}: {n} x {escape(message)}", highlight=False)
+    console.print("[yellow]re-run the same command to retry them; errors that are not transient (a prompt "
+                  "longer than the context window) recur: leave those variants out with --variants or "
+                  "use a model with a longer context[/]")
 
 
 def _shard(value: str | None) -> tuple[int, int] | None:
@@ -85,9 +107,11 @@ def register(group: click.Group) -> None:
     @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
                   "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
     @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
-    @click.option("--turn-limit", type=int, default=16, show_default=True)
+    @click.option("--turn-limit", type=int, default=16, show_default=True,
+                  help=f"model turns per episode [the embedded default job: {DEFAULT_LOCAL_TURN_LIMIT}]")
     @click.option("--temperature", type=float, default=0.0, show_default=True)
-    @click.option("--max-tokens", type=int, default=512, show_default=True)
+    @click.option("--max-tokens", type=int, default=512, show_default=True,
+                  help=f"tokens per model turn [the embedded default job: {DEFAULT_LOCAL_MAX_TOKENS}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
@@ -98,6 +122,11 @@ def register(group: click.Group) -> None:
         if model.startswith("local") and sample is None and tasks is None and not chosen_domains \
                 and catalog == "builtin":
             sample, chosen_domains = DEFAULT_LOCAL_SAMPLE, DEFAULT_LOCAL_DOMAINS
+            ctx = click.get_current_context()
+            if ctx.get_parameter_source("turn_limit") is click.core.ParameterSource.DEFAULT:
+                turn_limit = DEFAULT_LOCAL_TURN_LIMIT
+            if ctx.get_parameter_source("max_tokens") is click.core.ParameterSource.DEFAULT:
+                max_tokens = DEFAULT_LOCAL_MAX_TOKENS
         options = {"base_urls": list(base_url)} if base_url else {}
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
                           domains=chosen_domains,
@@ -131,8 +160,7 @@ def register(group: click.Group) -> None:
             prog = asyncio.run(check_then_run(st))
             Console().print(summary_table(st, cfg.study_name))
         if prog.infra_errors:
-            console.print(f"[yellow]{prog.infra_errors} episodes hit infrastructure errors; "
-                          "re-run the same command to retry them[/]")
+            _print_infra_errors(console, store, cfg.study_name, prog.infra_errors)
 
     @group.command("merge")
     @click.argument("inputs", nargs=-1, required=True)

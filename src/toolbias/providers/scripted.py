@@ -30,15 +30,16 @@ ScriptFn = Callable[[Any, Any, list[Message], int], Turn | None]
 def output_from_turn(turn: Turn | None) -> ModelOutput:
     if turn is None:
         return ModelOutput(content="Done.")
-    if turn.get("infra_error"):
-        raise InfraError(str(turn["infra_error"]))
+    if turn.get("infra_error"):  # a provider failure; "retryable": false for one that would recur
+        raise InfraError(str(turn["infra_error"]), retryable=bool(turn.get("retryable", True)))
     calls = tuple(ToolCall.from_raw(c.get("id", f"call_{i}"), str(c.get("name", "")), c.get("arguments", {}))
                   for i, c in enumerate(turn.get("tool_calls", [])))
     return ModelOutput(content=turn.get("content"), tool_calls=calls)
 
 
 SCRIPT_FIX = ('write {"default": [TURN, ...], "tasks": {"<task id>": [TURN, ...]}} with '
-              'TURN = {"content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]}')
+              'TURN = {"content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]} '
+              'or {"infra_error": "...", "retryable": false}')
 
 
 def check_script(script: Any, where: str) -> None:
