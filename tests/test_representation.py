@@ -499,7 +499,6 @@ def test_opaque_parameters_rename_every_alternative_of_a_union_alike() -> None:
     """Opaque parameter names over a union-encoded merge: a key gets one new name in the
     dispatcher and in every alternative, and every action round-trips (found by hypothesis)."""
     from minicatalog import mini_catalog
-
     from toolbias.verify import verify_codec
 
     catalog = mini_catalog()
