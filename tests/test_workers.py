@@ -186,18 +186,25 @@ def test_a_failing_worker_is_a_clear_error_and_received_rows_are_kept(tmp_path: 
     assert again.skipped == len(kept) and again.done == N
 
 
+def _start_run_with_workers(db: Path, stderr: int) -> tuple[list[str], subprocess.Popen[bytes]]:
+    """`toolbias run` of 6,000 oracle episodes in 2 workers, in its own process group, returned
+    once its first rows are stored (or it ended, or a minute passed)."""
+    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", "--model", "oracle",
+           "--variants", "native,transaction,fully_merged,fully_split", "--tasks", "1500", "--workers", "2",
+           "--store", str(db)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while _done(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cmd, proc
+
+
 def test_ctrl_c_on_the_command_line_stops_the_workers_and_keeps_their_rows(tmp_path: Path) -> None:
     """SIGINT to the process group, as a terminal sends it: the parent stops the workers, stores
     what they finished, exits 130; no process is left; re-running completes the study."""
     db = tmp_path / "s.db"
-    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", "--model", "oracle",
-           "--variants", "native,transaction,fully_merged,fully_split", "--tasks", "1500", "--workers", "2",
-           "--store", str(db)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    cmd, proc = _start_run_with_workers(db, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while _done(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert proc.poll() is None, "finished before it could be interrupted"
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -219,14 +226,8 @@ def test_workers_of_a_killed_run_exit(tmp_path: Path) -> None:
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc")
     db = tmp_path / "s.db"
-    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", "--model", "oracle",
-           "--variants", "native,transaction,fully_merged,fully_split", "--tasks", "1500", "--workers", "2",
-           "--store", str(db)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    _, proc = _start_run_with_workers(db, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while _done(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert proc.poll() is None, "finished before it could be killed"
         assert len(_group(proc.pid)) == 3  # the parent and its two workers
         proc.kill()
