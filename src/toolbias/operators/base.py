@@ -149,7 +149,9 @@ class Layer:
         return None
 
     def decode(self, call: Call, tool: Tool, state: Any) -> Step:
-        """Decode a call already validated against ``tool`` (one of ``self.tools``)."""
+        """Decode a call already validated against ``tool`` (one of ``self.tools``). Never mutate
+        ``call.arguments``: forward it as is, or a new dict (the codec reuses the verdict for an
+        unchanged arguments object)."""
         return Forward((call,))
 
     def repair(self, call: Call, domain: str) -> Call | None:
