@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import jsonschema
 
 from .catalog.model import Catalog, NativeAction, Tool, canonical_json
-from .catalog.validation import arguments_error, compile_arguments_check
+from .catalog.validation import arguments_error, compile_arguments_check, tool_arguments_check
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
 #: tool-call arguments nested deeper than this are a parse error: real schemas nest a few
@@ -169,7 +169,7 @@ def _schema_checks(tool: Tool) -> tuple[_Predicate, _Explain]:
         def explain(args: Mapping[str, Any]) -> str:
             err = arguments_error(params, args)
             return err.message if err is not None else "arguments do not fit the schema"
-        return compile_arguments_check(params), explain
+        return tool_arguments_check(tool), explain  # the same compiled check validate_action uses
     if _flat_one_of(params):
         one_of = _OneOf(params)
         return (lambda args: one_of.error(args) is None), (lambda args: one_of.error(args) or "?")

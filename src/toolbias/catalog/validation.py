@@ -437,12 +437,17 @@ def compile_arguments_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str,
     return ok
 
 
-def tool_arguments_error(tool: Tool, args: Mapping[str, Any]) -> ActionError | None:
-    """:func:`arguments_error` for a tool's parameters, with the check compiled once per tool."""
-    check = tool.__dict__.get("_arguments_check")
+def tool_arguments_check(tool: Tool) -> Callable[[Mapping[str, Any]], bool]:
+    """:func:`compile_arguments_check` of a tool's parameters, compiled once per tool."""
+    check: Callable[[Mapping[str, Any]], bool] | None = tool.__dict__.get("_arguments_check")
     if check is None:
         check = compile_arguments_check(tool.parameters)
         object.__setattr__(tool, "_arguments_check", check)  # tools are immutable: caching is safe
-    if check(args):
+    return check
+
+
+def tool_arguments_error(tool: Tool, args: Mapping[str, Any]) -> ActionError | None:
+    """:func:`arguments_error` for a tool's parameters, with the check compiled once per tool."""
+    if tool_arguments_check(tool)(args):
         return None
     return arguments_error(tool.parameters, args)
