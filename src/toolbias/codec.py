@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import jsonschema
 
-from .catalog.model import Catalog, NativeAction, Tool, canonical_json
+from .catalog.model import JSON_SCALARS, Catalog, NativeAction, Tool, canonical_json, json_copy
 from .catalog.validation import arguments_error, compile_arguments_check, tool_arguments_check
 from .operators.base import ALL_DOMAINS, Call, Flag, Forward, Layer, Reject, RejectionKind, Reply
 
@@ -354,7 +354,7 @@ class Session:
         assert tool is not None
         if level == 0:
             action = NativeAction(self.domain if tool.domain == ALL_DOMAINS else tool.domain, tool.name,
-                                  _json_copy(call.arguments))
+                                  json_copy(call.arguments))
             if action.domain != self.domain:
                 return self._reject(origin, RejectionKind.INVALID_ACTION,
                                     f"'{call.name}' acts on domain '{action.domain}', not '{self.domain}'.")
@@ -430,23 +430,10 @@ class Session:
         return flags
 
 
-def _json_copy(value: Any) -> Any:
-    """A deep copy of parsed JSON (dicts, lists, scalars): cheaper than copy.deepcopy; scalars
-    are taken in the comprehension (arguments are mostly flat)."""
-    if isinstance(value, dict):
-        return {k: v if type(v) in _SCALARS else _json_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [v if type(v) in _SCALARS else _json_copy(v) for v in value]
-    return value
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
 def _flat(args: Mapping[str, Any]) -> bool:
     """No value is an object or array (then no depth check is needed)."""
     for v in args.values():
-        if type(v) not in _SCALARS:
+        if type(v) not in JSON_SCALARS:
             return False
     return True
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .catalog.model import Catalog, NativeAction, Tool
+from .catalog.model import Catalog, NativeAction, Tool, json_copy
 from .catalog.validation import validate_action
-from .codec import _json_copy as json_copy  # states are JSON: cheaper than copy.deepcopy
 
 DEFAULT_EFFECT: Mapping[str, Any] = {"kind": "set", "target": []}
 

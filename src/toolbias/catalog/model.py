@@ -19,6 +19,20 @@ def canonical_json(value: JSON) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: the Python types of JSON scalars (exact types: a subclass is copied/checked as a container would be)
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def json_copy(value: JSON) -> JSON:
+    """A deep copy of parsed JSON (dicts, lists, scalars): cheaper than copy.deepcopy; scalars
+    are taken in the comprehension (arguments and states are mostly flat)."""
+    if isinstance(value, dict):
+        return {k: v if type(v) in JSON_SCALARS else json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [v if type(v) in JSON_SCALARS else json_copy(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class Tool:
     """One callable tool in OpenAI function-calling form.
