@@ -18,6 +18,7 @@ from .codec import Codec, Control, Decoded, Outcome
 from .env import Environment
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
+from .success import MatchRule, condition_label
 
 DEFAULT_SYSTEM = (
     "You are an assistant that carries out the user's request by calling the provided tools. "
@@ -49,10 +50,20 @@ class EpisodeConfig:
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     system_prompt: str = DEFAULT_SYSTEM
+    #: the success rule episodes are scored under (toolbias.success); not part of play
+    match: MatchRule = MatchRule.EXACT
+
+    @property
+    def condition_label(self) -> str:
+        """The stored condition: the intervention, plus a non-default match rule."""
+        return condition_label(self.condition.value, self.match)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"control": self.control.value, "condition": self.condition.value, "turn_limit": self.turn_limit,
-                "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
+        out = {"control": self.control.value, "condition": self.condition.value, "turn_limit": self.turn_limit,
+               "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
+        if self.match is not MatchRule.EXACT:
+            out["match"] = self.match.value
+        return out
 
 
 @dataclass
@@ -96,6 +107,9 @@ class EpisodeRecord:
     model_latency_s: float = 0.0
     wall_s: float = 0.0
     recovered_calls: int = 0
+    #: the task's answer sets (``Task.meta["accept"]``), if any, and the match rule (toolbias.success)
+    accept: list[dict[str, Any]] | None = None
+    match: str = MatchRule.EXACT.value
 
     @property
     def rejections(self) -> int:
@@ -112,6 +126,9 @@ class EpisodeRecord:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens, "model_latency_s": self.model_latency_s,
             "wall_s": self.wall_s, "recovered_calls": self.recovered_calls,
+            # only when they say something: records of the default rule keep their old form
+            **({"accept": self.accept} if self.accept else {}),
+            **({"match": self.match} if self.match != MatchRule.EXACT.value else {}),
         }
 
 
@@ -148,8 +165,8 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     env = Environment(catalog, task.domain)
     tools = codec.schema(task.domain)
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
-                        control=config.control.value, condition=config.condition.value, query=task.query,
-                        gold=list(task.gold))
+                        control=config.control.value, condition=config.condition_label, query=task.query,
+                        gold=list(task.gold), accept=_accept(task), match=config.match.value)
     messages: list[Message] = [
         {"role": "system", "content": system_message(codec, catalog, task, config)},
         {"role": "user", "content": task.query},
@@ -186,6 +203,11 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     rec.messages = messages
     rec.wall_s = time.perf_counter() - started
     return rec
+
+
+def _accept(task: Task) -> list[dict[str, Any]] | None:
+    accept = task.meta.get("accept")
+    return list(accept) if isinstance(accept, list) and accept else None
 
 
 def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Environment) -> Message:

@@ -29,6 +29,7 @@ from .providers.base import GenerateConfig
 from .providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wrap
 from .scoring import score_record
 from .store import COLUMNS, EpisodeRow, Store, episode_keys, stable_hash
+from .success import MatchRule, condition_label
 from .variants import VariantSpec, build_codec, resolve_variants
 
 #: (episode key, variant codec, task): one episode of a study's plan
@@ -48,6 +49,8 @@ class StudyConfig:
     seed: int = 0
     control: Control = Control.STRICT
     condition: Condition = Condition.BASE
+    #: the success rule (toolbias.success); a non-default rule is part of the stored condition
+    match: MatchRule = MatchRule.EXACT
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     concurrency: int = 8
@@ -63,8 +66,12 @@ class StudyConfig:
     workers: int | None = None
 
     @property
+    def condition_label(self) -> str:
+        return condition_label(self.condition.value, self.match)
+
+    @property
     def study_name(self) -> str:
-        base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        base = self.study or f"{self.model}|{self.control.value}|{self.condition_label}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -97,7 +104,7 @@ class Study:
         for codec in self.codecs:
             key = episode_keys(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
                                variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}",
-                               control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed,
+                               control=cfg.control.value, condition=cfg.condition_label, seed=cfg.seed,
                                kind=cfg.kind)
             out.extend((key(task.id), codec, task) for task in tasks)
         if cfg.shard:
@@ -117,7 +124,7 @@ class Study:
             # a variant's definition, so an edited spec file under the same name is not mixed in
             "variant_steps": {c.name: stable_hash(codec_steps(c), 8) for c in self.codecs},
             "tasks": stable_hash(sorted(t.id for t in self.tasks)),
-            "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition.value,
+            "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition_label,
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
         }
 
@@ -315,7 +322,7 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     todo = [item for item in plan if item[0] not in done]
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
     episode_cfg = EpisodeConfig(control=cfg.control, condition=cfg.condition, turn_limit=cfg.turn_limit,
-                                generate=cfg.generate)
+                                generate=cfg.generate, match=cfg.match)
     sink = _Sink(store, prog, on_progress)
     n_workers = worker_count(study, len(todo))
     try:

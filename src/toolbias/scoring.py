@@ -1,9 +1,10 @@
 """Exact success and the failure taxonomy (paper Table 2).
 
-Normalisation before comparing actions (documented, tested): numbers compare as
-numbers (``20 == 20.0``, numeric strings are *not* numbers), strings are trimmed
-and case-folded, containers compare element-wise. Exact success: the multiset of
-executed native actions equals the gold multiset.
+Exact success: the multiset of executed native actions equals the gold multiset, values
+compared exactly as JSON values (numbers as numbers: ``20 == 20.0``; numeric strings are *not*
+numbers; strings character for character). The match rule (exact, normalised, bfcl) and a
+task's answer sets (BFCL's possible answers) are :mod:`toolbias.success`'s; a record carries
+both (``match``, ``accept``), so it is re-scored under the rule it was played under.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from .catalog.model import NativeAction, canonical_json
+from .catalog.model import NativeAction
 from .operators.base import TRANSACTION_FLAGS, FlagKind
+from .success import MatchRule, succeeded
+from .success import action_key as action_key  # re-exported: probes and callers score with it
+from .success import normalise_value as normalise_value
 
 
 class FailureMode(str, Enum):
@@ -53,28 +57,9 @@ FAILURE_RULES: dict[FailureMode, tuple[str, str]] = {
 }
 
 
-def normalise_value(v: Any) -> Any:
-    if isinstance(v, bool) or v is None:
-        return v
-    if isinstance(v, (int, float)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, str):
-        return v.strip().casefold()
-    if isinstance(v, Mapping):
-        return {str(k): normalise_value(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [normalise_value(x) for x in v]
-    return v
-
-
-def action_key(a: NativeAction) -> str:
-    """Normalised identity of an action for exact-success comparison."""
-    return f"{a.domain}::{a.tool}{canonical_json(normalise_value(dict(a.arguments)))}"
-
-
-def exact_success(executed: Iterable[NativeAction], gold: Iterable[NativeAction]) -> bool:
-    return Counter(map(action_key, executed)) == Counter(map(action_key, gold))
+def exact_success(executed: Iterable[NativeAction], gold: Iterable[NativeAction],
+                  rule: MatchRule | str = MatchRule.EXACT) -> bool:
+    return succeeded(list(executed), list(gold), rule=rule)
 
 
 def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejections: int,
@@ -229,12 +214,12 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
     d = rec if isinstance(rec, Mapping) else rec.to_dict()
     infra = d["termination"] == "infra_error"
-    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
+    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success under every rule
         return True, None
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     key = memo_keys()
-    ok = not infra and Counter(map(key, executed)) == Counter(map(key, gold))
+    ok = not infra and succeeded(executed, gold, d.get("accept"), d.get("match") or MatchRule.EXACT)
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     calls = d.get("calls", [])

@@ -16,6 +16,7 @@ from typing import Any
 from .catalog.model import Catalog
 from .codec import Codec
 from .errors import VariantError
+from .isolated import IsolatedCodec, isolated
 from .operators import OPERATORS
 from .operators.base import Layer
 
@@ -71,7 +72,15 @@ class VariantSpec:
 
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
-    """Apply ``spec``'s steps to ``catalog``; refuse unknown ops and impossible compositions."""
+    """Apply ``spec``'s steps to ``catalog``; refuse unknown ops and impossible compositions.
+    On a catalog of isolated domains (BFCL entries) the variant is built per domain
+    (:mod:`toolbias.isolated`)."""
+    if isolated(catalog):
+        return IsolatedCodec(catalog, spec.name, lambda one: _build_codec(one, spec))
+    return _build_codec(catalog, spec)
+
+
+def _build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     layers: list[Layer] = []
     tools: Sequence[Any] = catalog.tools
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"

@@ -26,6 +26,7 @@ from ..providers.base import GenerateConfig
 from ..runner import Progress as RunProgress
 from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store, export, merge_stores
+from ..success import MatchRule
 
 #: ``toolbias run`` with no task options on the embedded model: one task per variant from the domain
 #: with the smallest schema, at most 3 turns of at most 192 tokens unless --turn-limit/--max-tokens
@@ -101,6 +102,9 @@ def register(group: click.Group) -> None:
     @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
     @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
                   help="base, instruction (per-variant instruction), required (constrained first call)")
+    @click.option("--match", type=click.Choice([r.value for r in MatchRule]), default="exact", show_default=True,
+                  help="success rule: exact (the paper's), normalised (strings trimmed and case-folded), bfcl "
+                  "(BFCL's string standardisation); a non-default rule is stored as part of the condition")
     @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
     @click.option("--study", help="study name inside the store [default: model|control|condition]")
     @click.option("--concurrency", type=int, default=8, show_default=True)
@@ -114,7 +118,7 @@ def register(group: click.Group) -> None:
                   help=f"tokens per model turn [the embedded default job: {DEFAULT_LOCAL_MAX_TOKENS}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
+                sample: int | None, domains: str | None, seed: int, control: str, condition: str, match: str, store: str, study: str | None,
                 concurrency: int, workers: int | None, shard: str | None, turn_limit: int, temperature: float,
                 max_tokens: int, cache: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
@@ -130,7 +134,8 @@ def register(group: click.Group) -> None:
         options = {"base_urls": list(base_url)} if base_url else {}
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
                           domains=chosen_domains,
-                          control=Control(control), condition=Condition(condition), turn_limit=turn_limit,
+                          control=Control(control), condition=Condition(condition), match=MatchRule(match),
+                          turn_limit=turn_limit,
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                           concurrency=concurrency, workers=workers, shard=_shard(shard), study=study, cache=cache,
                           provider_options=options)
