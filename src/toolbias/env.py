@@ -18,10 +18,11 @@ result and change nothing.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from .catalog.model import Catalog, NativeAction, Tool, json_copy
+from .catalog.model import Catalog, NativeAction, Task, Tool, json_copy
 from .catalog.validation import validate_action
 
 DEFAULT_EFFECT: Mapping[str, Any] = {"kind": "set", "target": []}
@@ -98,3 +99,35 @@ class Environment:
         self.log.append(action)
         return {"ok": True, "tool": tool.name, "object": obj_class, "instance": instance,
                 "state": _snapshot(obj)}
+
+
+class EpisodeEnvironment(Protocol):
+    """What an episode needs of an environment. One that also has ``end_turn()`` (called when
+    the agent ends a user turn) and ``check() -> {"ok": bool, ...}`` (its own success check,
+    stored as the record's ``state_check``) scores episodes by state."""
+
+    log: list[NativeAction]
+
+    def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]: ...
+
+
+#: environments a catalog may name in ``meta["environment"]``: (module, class), imported on first
+#: use (they wrap third-party code, installed as an extra)
+ENVIRONMENT_KINDS: dict[str, tuple[str, str]] = {
+    "bfcl-multi": ("toolbias.env_bfcl", "BfclMultiEnvironment"),
+}
+
+
+def make_environment(catalog: Catalog, task: Task) -> EpisodeEnvironment:
+    """The environment ``task`` runs in: the generic state engine, or the one its catalog names."""
+    kind = catalog.meta.get("environment")
+    if not kind:
+        return Environment(catalog, task.domain)
+    if kind not in ENVIRONMENT_KINDS:
+        from .errors import CatalogError
+
+        raise CatalogError(f"unknown environment '{kind}'", where=catalog.name,
+                           fix=f"use one of: {', '.join(ENVIRONMENT_KINDS)}")
+    module, name = ENVIRONMENT_KINDS[kind]
+    env: EpisodeEnvironment = getattr(importlib.import_module(module), name)(catalog, task)
+    return env

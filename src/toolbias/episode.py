@@ -15,7 +15,7 @@ from typing import Any
 
 from .catalog.model import Catalog, NativeAction, Task
 from .codec import Codec, Control, Decoded, Outcome
-from .env import Environment
+from .env import EpisodeEnvironment, make_environment
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 from .success import MatchRule, condition_label
@@ -110,6 +110,8 @@ class EpisodeRecord:
     #: the task's answer sets (``Task.meta["accept"]``), if any, and the match rule (toolbias.success)
     accept: list[dict[str, Any]] | None = None
     match: str = MatchRule.EXACT.value
+    #: an environment's own success check (BFCL multi-turn: state per user turn), if it has one
+    state_check: dict[str, Any] | None = None
 
     @property
     def rejections(self) -> int:
@@ -129,6 +131,7 @@ class EpisodeRecord:
             # only when they say something: records of the default rule keep their old form
             **({"accept": self.accept} if self.accept else {}),
             **({"match": self.match} if self.match != MatchRule.EXACT.value else {}),
+            **({"state_check": self.state_check} if self.state_check is not None else {}),
         }
 
 
@@ -162,7 +165,7 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     catalog = codec.catalog
     agent = model.for_episode(task, codec)
     session = codec.session(task.domain, config.control)
-    env = Environment(catalog, task.domain)
+    env = make_environment(catalog, task)
     tools = codec.schema(task.domain)
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
                         control=config.control.value, condition=config.condition_label, query=task.query,
@@ -172,7 +175,14 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         {"role": "user", "content": task.query},
     ]
     rec.termination = Termination.TURN_LIMIT
-    for turn in range(config.turn_limit):
+    # multi-turn tasks (BFCL multi-turn): later user turns, each fed when the agent answers the
+    # one before without a tool call; the turn limit applies to each user turn
+    pending = [str(t) for t in task.meta.get("turns") or []]
+    end_turn = getattr(env, "end_turn", None)
+    turn, used = -1, 0
+    while used < config.turn_limit:
+        turn += 1
+        used += 1
         tool_choice = "required" if (turn == 0 and config.condition is Condition.REQUIRED) else None
         try:
             out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
@@ -195,11 +205,20 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
             ]
         messages.append(assistant)
         if not out.tool_calls:
+            if end_turn is not None:
+                end_turn()
+            if pending:
+                messages.append({"role": "user", "content": pending.pop(0)})
+                used = 0
+                continue
             rec.termination = Termination.ANSWERED
             break
         for tc in out.tool_calls:  # parallel calls are handled in order
             messages.append(_handle_call(rec, turn, tc, session, env))
     rec.flags.extend(session.finish())
+    check = getattr(env, "check", None)
+    if check is not None:
+        rec.state_check = check()
     rec.messages = messages
     rec.wall_s = time.perf_counter() - started
     return rec
@@ -210,7 +229,7 @@ def _accept(task: Task) -> list[dict[str, Any]] | None:
     return list(accept) if isinstance(accept, list) and accept else None
 
 
-def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Environment) -> Message:
+def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: EpisodeEnvironment) -> Message:
     if tc.arguments is None:
         msg = f"Error: could not parse the arguments of '{tc.name}': {tc.parse_error}"
         rec.calls.append(CallRecord(turn, tc, None, [], msg))

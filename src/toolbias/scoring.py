@@ -214,12 +214,13 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
     d = rec if isinstance(rec, Mapping) else rec.to_dict()
     infra = d["termination"] == "infra_error"
-    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success under every rule
+    if not infra and "state_check" not in d and same_json(d["executed"], d["gold"]):  # success under every rule
         return True, None
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     key = memo_keys()
-    ok = not infra and succeeded(executed, gold, d.get("accept"), d.get("match") or MatchRule.EXACT)
+    ok = not infra and succeeded(executed, gold, d.get("accept"), d.get("match") or MatchRule.EXACT,
+                                 d.get("state_check"))
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     calls = d.get("calls", [])

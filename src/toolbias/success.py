@@ -21,6 +21,10 @@ Two things decide it, both stored with every episode:
   omitted"). A listed value that is a list is an acceptable list (compared element by element);
   one that is an object is an acceptable object (each key's listed values, ``""`` = may be
   omitted). Without answer sets the gold is the only answer.
+
+* **State checks**: an environment that checks success itself (BFCL multi-turn: state and
+  results per user turn, :mod:`toolbias.env_bfcl`) stores its verdict as the record's
+  ``state_check``; it then decides success.
 """
 
 from __future__ import annotations
@@ -152,9 +156,12 @@ def answer_accepted(executed: Sequence[NativeAction], accept: Sequence[Mapping[s
 
 def succeeded(executed: Sequence[NativeAction], gold: Sequence[NativeAction],
               accept: Sequence[Mapping[str, Any]] | None = None,
-              rule: MatchRule | str = MatchRule.EXACT) -> bool:
-    """The success rule (see the module doc): the answer sets when the task has them, else the
-    gold multiset under ``rule``."""
+              rule: MatchRule | str = MatchRule.EXACT, state: Mapping[str, Any] | None = None) -> bool:
+    """The success rule (see the module doc): an environment's own state check when it made
+    one (BFCL multi-turn), else the answer sets when the task has them, else the gold multiset
+    under ``rule``."""
+    if state is not None:
+        return bool(state.get("ok"))
     if accept:
         return answer_accepted(executed, accept, rule)
     if len(executed) != len(gold):

@@ -127,3 +127,4 @@ def _load_toolschemaspace(arg: str) -> Catalog:
 __all__ = ["CATALOG_KINDS", "load_catalog", "register_catalog_kind", "infer_class"]
 
 from . import bfcl as _bfcl  # noqa: E402,F401  registers the "bfcl:DIR" kind
+from . import bfcl_multi as _bfcl_multi  # noqa: E402,F401  registers the "bfcl-multi:CATEGORY" kind
