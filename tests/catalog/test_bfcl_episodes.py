@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import Catalog, NativeAction, Task
 from toolbias.catalog.validation import validate_action, value_error
@@ -22,10 +23,8 @@ from toolbias.store import Store
 from toolbias.success import MatchRule
 from toolbias.variants import build_codec, get_variant
 
-BFCL = Path(__file__).resolve().parents[3] / "shared" / "data" / "bfcl"
-needs_bfcl = pytest.mark.skipif(not any(BFCL.glob("BFCL_v4_*.json")) if BFCL.is_dir() else True,
-                                reason=f"BFCL data not found at {BFCL} (../shared/data is absent)")
-pytestmark = needs_bfcl
+BFCL = SHARED_DATA / "bfcl"
+pytestmark = needs_shared("bfcl", "possible_answer")
 
 
 @pytest.fixture(scope="module")
