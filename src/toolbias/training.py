@@ -24,7 +24,7 @@ from .episode import EpisodeConfig, run_episode, system_message
 from .operators.base import Call
 from .providers.base import ToolCall
 from .providers.oracle import OracleProvider
-from .scoring import exact_success
+from .success import succeeded
 
 
 def _hf_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -95,7 +95,7 @@ class ToolEnv:
         return replies
 
     def reward(self) -> float:
-        return float(exact_success(self.executed, self.task.gold))
+        return float(succeeded(self.executed, self.task.gold, self.task.meta.get("accept")))
 
 
 def exact_success_reward(catalog: Catalog, codecs: Mapping[str, Codec]) -> Any:

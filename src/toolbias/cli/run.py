@@ -92,7 +92,7 @@ def register(group: click.Group) -> None:
     @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
                   "[env OPENAI_BASE_URL]")
     @click.option("--catalog", default="builtin", show_default=True, help="builtin, toolschemaspace:DIR, "
-                  "bfcl:DIR, tools:FILE, mcp:FILE")
+                  "bfcl:DIR, bfcl-multi:base, tools:FILE, mcp:FILE")
     @click.option("--variants", default="representative", show_default=True,
                   help="all, representative (the paper's 12), a comma list of names, or spec files")
     @click.option("--tasks", type=int, help="only the first N tasks")
