@@ -49,8 +49,9 @@ class StudyConfig:
     seed: int = 0
     control: Control = Control.STRICT
     condition: Condition = Condition.BASE
-    #: the success rule (toolbias.success); a non-default rule is part of the stored condition
-    match: MatchRule = MatchRule.EXACT
+    #: the success rule (toolbias.success); None: the catalog's own (``Catalog.meta["match"]``: BFCL's
+    #: is ``bfcl``), else exact. A non-default rule is part of the stored condition.
+    match: MatchRule | None = None
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     concurrency: int = 8
@@ -67,7 +68,7 @@ class StudyConfig:
 
     @property
     def condition_label(self) -> str:
-        return condition_label(self.condition.value, self.match)
+        return condition_label(self.condition.value, self.match or MatchRule.EXACT)
 
     @property
     def study_name(self) -> str:
@@ -181,6 +182,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
     catalog = catalog or load_catalog(cfg.catalog)
+    if cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
+        cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
@@ -322,7 +325,7 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     todo = [item for item in plan if item[0] not in done]
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
     episode_cfg = EpisodeConfig(control=cfg.control, condition=cfg.condition, turn_limit=cfg.turn_limit,
-                                generate=cfg.generate, match=cfg.match)
+                                generate=cfg.generate, match=cfg.match or MatchRule.EXACT)
     sink = _Sink(store, prog, on_progress)
     n_workers = worker_count(study, len(todo))
     try:

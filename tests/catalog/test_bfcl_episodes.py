@@ -124,13 +124,14 @@ def test_unlisted_values_fail_and_rules_are_stored_apart(catalog: Catalog, tmp_p
         return {"tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]} if calls else None
 
     db = tmp_path / "m.db"
-    for rule in ("exact", "normalised"):
-        cfg = StudyConfig(model="scripted", catalog=f"bfcl:{BFCL}", variants="native", match=MatchRule(rule))
+    for rule in (MatchRule.EXACT, MatchRule.NORMALISED, None):  # None: the catalog's own rule (BFCL's)
+        cfg = StudyConfig(model="scripted", catalog=f"bfcl:{BFCL}", variants="native", match=rule)
         run_study(build_study(cfg, model=ScriptedProvider(script=script, name="scripted"), tasks=[task]), db)
     with Store(db) as st:
         rows = {r.condition: r for r in st.rows()}
-    assert set(rows) == {"base", "base+normalised"}  # never pooled: the rule is part of the condition
+    assert set(rows) == {"base", "base+normalised", "base+bfcl"}  # never pooled: the rule is in the condition
     assert rows["base"].success is False and rows["base+normalised"].success is True
+    assert rows["base+bfcl"].success is True
     assert rows["base"].key != rows["base+normalised"].key
     assert json.loads(json.dumps(rows["base+normalised"].record))["match"] == "normalised"
 

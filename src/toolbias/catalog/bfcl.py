@@ -27,6 +27,8 @@ the suffix: ``{"id", "question", "function": [...]}``) and, when present,
   no acceptable value, no listed value the schema accepts) are skipped and counted by reason in
   ``Catalog.meta["bfcl"]["skipped"]``. ``Task.meta`` also keeps the BFCL id, category and the
   entry's own function list (``functions``).
+* **Strings** compare as BFCL's checker compares them (``Catalog.meta["match"] = "bfcl"``: the
+  default success rule of studies on this catalog; ``--match exact`` overrides it).
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
             domains.append(Domain(category, tuple(tools.values()), title=f"BFCL {category}"))
     meta = {"bfcl": {"categories": [FILE_RE.match(p.name).group(1) for p in files],  # type: ignore[union-attr]
                      "names": names, "skipped": dict(skipped), "notes": dict(notes), "tasks": len(tasks)},
-            ISOLATED_DOMAINS: per_entry}
+            ISOLATED_DOMAINS: per_entry, "match": "bfcl"}
     spec = f"bfcl:{root}" + ("" if per_entry else "?domains=category")
     return Catalog(name=spec, domains=tuple(domains), tasks=tuple(tasks), meta=meta)
 

@@ -102,9 +102,10 @@ def register(group: click.Group) -> None:
     @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
     @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
                   help="base, instruction (per-variant instruction), required (constrained first call)")
-    @click.option("--match", type=click.Choice([r.value for r in MatchRule]), default="exact", show_default=True,
-                  help="success rule: exact (the paper's), normalised (strings trimmed and case-folded), bfcl "
-                  "(BFCL's string standardisation); a non-default rule is stored as part of the condition")
+    @click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
+                  show_default=True, help="success rule: exact (the paper's), normalised (strings trimmed and "
+                  "case-folded), bfcl (BFCL's string standardisation); auto: the catalog's own (bfcl for BFCL, "
+                  "else exact). A non-default rule is stored as part of the condition")
     @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
     @click.option("--study", help="study name inside the store [default: model|control|condition]")
     @click.option("--concurrency", type=int, default=8, show_default=True)
@@ -134,12 +135,13 @@ def register(group: click.Group) -> None:
         options = {"base_urls": list(base_url)} if base_url else {}
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
                           domains=chosen_domains,
-                          control=Control(control), condition=Condition(condition), match=MatchRule(match),
+                          control=Control(control), condition=Condition(condition), match=None if match == "auto" else MatchRule(match),
                           turn_limit=turn_limit,
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                           concurrency=concurrency, workers=workers, shard=_shard(shard), study=study, cache=cache,
                           provider_options=options)
         built = build_study(cfg)
+        cfg = built.config  # with the catalog's success rule resolved
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]:.1f} ep/s  success {task.fields[succ]}"),
