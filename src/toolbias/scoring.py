@@ -142,6 +142,7 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     if ok or mode is None:
         return []
     out = [f"{mode.value}: {FAILURE_RULES[mode][0]}"]
+    out.extend(state_check_reasons(d.get("state_check")))
     calls = d.get("calls", [])
     if d.get("termination") == "turn_limit":
         out.append(f"the agent was still calling tools after {d.get('turns', '?')} turns (the turn limit)")
@@ -175,6 +176,22 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     out.append(f"executed {len(executed)} native action(s); the task requires {len(gold)}")
     out.extend(f"missing: {a}" for a in missing)
     out.extend(f"not in the gold: {a}" for a in extra)
+    return out
+
+
+def state_check_reasons(check: Mapping[str, Any] | None) -> list[str]:
+    """The turns an environment's own state check failed (BFCL multi-turn), in words."""
+    out = []
+    for t in (check or {}).get("turns", []) if not (check or {}).get("ok") else []:
+        n = t.get("turn", 0) + 1
+        if t.get("reached") is False:
+            out.append(f"user turn {n} was never reached")
+        elif not t.get("called"):
+            out.append(f"user turn {n}: no tool call, but the turn needs some")
+        elif not t.get("state"):
+            out.append(f"user turn {n}: the state differs from the gold's in {', '.join(t.get('differences') or ['?'])}")
+        elif not t.get("results"):
+            out.append(f"user turn {n}: gold results never produced: {'; '.join(t.get('missing_results') or [])}"[:300])
     return out
 
 

@@ -17,6 +17,7 @@ from toolbias.codec import Codec
 from toolbias.errors import CatalogError
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.scoring import explain_failure
 from toolbias.store import Store
 
 needs_bfcl_eval = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
@@ -120,6 +121,7 @@ def test_a_skipped_turn_or_a_missing_write_fails_the_state_check(catalog: Catalo
     for r in skip:
         second = r["state_check"]["turns"][1]
         assert not second["called"] or not second["state"] or not second["results"]
+        assert any(line.startswith("user turn 2:") for line in explain_failure(r))
     # the gold itself, turn by turn, passes (the same scripted path)
     (tmp_path / "b").mkdir()
     right = _play(catalog, tmp_path / "b", tasks, _turn_gold)
