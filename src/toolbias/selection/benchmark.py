@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -26,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
+from ..names import TOOL_NAME_RE as NAME_RE
 
 JSON = Any
 
 #: what an OpenAI function name may look like
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)

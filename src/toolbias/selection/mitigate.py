@@ -33,10 +33,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..canonical import canonical_json as canonical
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 from .benchmark import Benchmark, SelectionTool
 from .parse import match_name, strip_reasoning
-from .records import SelectionRecord, Status, canonical, trial_key
+from .records import SelectionRecord, Status, trial_key
 from .runner import PROMPT_VERSION, SelectionRunner, Trial, describe_parameters, plan_trials, run_config
 from .store import SelectionStore
 
