@@ -9,11 +9,11 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.paths import ROOT
 from toolbias.catalog import NativeAction, load_catalog, validate_action
 from toolbias.catalog.builtin import load_domain_files
 from toolbias.catalog.model import Catalog
@@ -22,13 +22,8 @@ from toolbias.env import Environment
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _repo_root() -> Path:
-    here = Path(__file__).resolve()
-    return next(p for p in here.parents if (p / "pyproject.toml").is_file())
-
-
 #: the build-time generator lives outside the package (tools/), so it is loaded from its file
-GENERATOR = _repo_root() / "tools" / "gen_builtin_catalog.py"
+GENERATOR = ROOT / "tools" / "gen_builtin_catalog.py"
 _spec = importlib.util.spec_from_file_location("gen_builtin_catalog", GENERATOR)
 assert _spec is not None and _spec.loader is not None
 gen = importlib.util.module_from_spec(_spec)
