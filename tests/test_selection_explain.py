@@ -25,7 +25,8 @@ from toolbias.selection import (
     score_filter,
 )
 from toolbias.selection.features import FEATURES, explain, promo_count, tool_features
-from toolbias.selection.mitigate import FilterExample
+from toolbias.selection.runner import SelectionRunner
+from toolbias.selection.types import FilterExample
 from toolbias.selection.perturb import scramble_text
 
 BENCH = builtin_benchmark().limit_queries(5)
@@ -211,8 +212,16 @@ def test_filter_subset_restricts_draw() -> None:
     recs = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: n in keep), bench, seed=0))
     names = bench.clusters[0].names
     assert {names[r.api] for r in recs} == keep
+    # an empty filter answer is counted: without a selecting model it falls back to a draw over all candidates
     empty = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench))
-    assert all(r.status.value == "unparsed" and "no candidate" in r.reason for r in empty)
+    assert all(r.ok and r.via == "filter-empty-uniform" and r.extra["filter"] == "empty" for r in empty)
+    assert len({r.api for r in empty}) > 1
+    dropped = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench, on_empty="drop"))
+    assert all(r.status.value == "unparsed" and "no candidate" in r.reason for r in dropped)
+    # paper handling: the selecting model chooses among all candidates
+    picker = SelectionRunner(ChooserModel(always_first), benchmark_name=bench.name)
+    chosen = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench, chooser=picker))
+    assert all(r.via == "filter-empty-model" and r.position == 0 for r in chosen)
 
 
 def test_filter_scores_hand_computed() -> None:

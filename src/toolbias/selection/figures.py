@@ -17,20 +17,22 @@ import html
 import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolbiasError
 from .metrics import METRICS, BiasReport
+from .records import GroupKey
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .benchmark import Benchmark
     from .features import Explanation
     from .metrics import Agreement
     from .mitigate import FilterScores
     from .perturb import PerturbationEffect
+    from .types import Benchmark
 
 COLORS = {"api": "#4C72B0", "pos": "#DD8452", "model": "#55A868", "base": "#8172B3", "uniform": "#C44E52"}
 
@@ -244,3 +246,38 @@ def html_fragments(*, reports: Mapping[str, BiasReport] | None = None, bench: Be
                    + _table(["subset", "n", "micro precision", "micro recall", "exact match", "unparsed"], rows)
                    + "</section>")
     return out
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)[:120]
+
+
+def write_store_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: str = "png", *,
+                        bench: Benchmark | None = None, html_path: Path | None = None) -> list[Path]:
+    """Every group's selection rates; TV per model for the base groups of each setting; perturbation effects per
+    setting with a base group; optionally the HTML fragments. Returns the files written."""
+    from .perturb import perturbation_effects
+
+    written = [save(selection_rates_figure(rep, bench, title=key.label), out / f"rates_{_safe(key.label)}.{fmt}")
+               for key, rep in reports.items()]
+    base_reports = {f"{k.model} ({k.presentation}, {k.settings_label})": v for k, v in reports.items()
+                    if k.condition == "base"}
+    if base_reports:
+        written.append(save(tv_by_model_figure(base_reports), out / f"tv_by_model.{fmt}"))
+    by_setting: dict[GroupKey, dict[str, BiasReport]] = {}
+    for key, rep in reports.items():
+        by_setting.setdefault(replace(key, condition=""), {})[key.condition] = rep
+    all_effects = []
+    for setting, conds in by_setting.items():
+        if "base" in conds and len(conds) > 1:
+            effects = perturbation_effects(conds["base"], {c: r for c, r in conds.items() if c != "base"})
+            all_effects.append((conds["base"], effects))
+            written.append(save(perturbation_figure(effects, conds["base"], title=setting.label),
+                                out / f"perturbations_{_safe(setting.label)}.{fmt}"))
+    if html_path is not None:
+        frags = html_fragments(reports=base_reports or {k.label: v for k, v in reports.items()}, bench=bench)
+        for base, effects in all_effects:
+            frags += html_fragments(effects=effects, base=base)
+        html_path.write_text("\n".join(frags), encoding="utf-8")
+        written.append(html_path)
+    return written

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolbiasError
-from .benchmark import NAME_RE, Benchmark, Cluster, SelectionTool, validate_benchmark
 from .metrics import BiasReport, tv_distance, tv_from_uniform
+from .types import NAME_RE, Benchmark, Cluster, SelectionTool, validate_benchmark
 
 Rates = Mapping[str, Sequence[float]]
 
