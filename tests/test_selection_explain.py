@@ -25,9 +25,9 @@ from toolbias.selection import (
     score_filter,
 )
 from toolbias.selection.features import FEATURES, explain, promo_count, tool_features
+from toolbias.selection.perturb import scramble_text
 from toolbias.selection.runner import SelectionRunner
 from toolbias.selection.types import FilterExample
-from toolbias.selection.perturb import scramble_text
 
 BENCH = builtin_benchmark().limit_queries(5)
 PROMO = {t.name for c in BENCH for t in c.tools if t.style == "promotional"}

@@ -7,6 +7,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -282,8 +283,9 @@ def register(group: click.Group) -> None:
             for settings in sweep:
                 label = f"{provider.spec} {settings.presentation}/{condition} T={settings.temperature:g}"
                 with _progress(study.planned(bench, settings), label) as on_record:
-                    records, summary = study.in_session([provider], lambda s=settings, cb=on_record: study.arun(
-                        provider, bench, s, store=st, condition=condition, concurrency=concurrency, on_record=cb))
+                    records, summary = study.in_session([provider], partial(
+                        study.arun, provider, bench, settings, store=st, condition=condition,
+                        concurrency=concurrency, on_record=on_record))
                 results.append((settings, records, summary))
                 _console().print(_summary_line(summary), highlight=False)
                 if summary.errors:
@@ -504,11 +506,15 @@ def register(group: click.Group) -> None:
         _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
         cov = result.coverage
         if as_json:
-            click.echo(json.dumps({"before": result.before.to_dict(), "after": result.after.to_dict(),
-                                   "coverage": cov}, indent=2))
+            click.echo(json.dumps({"before": result.before.to_dict(),
+                                   "after": result.after.to_dict() if result.after else None, "coverage": cov},
+                                  indent=2))
             return
         Console().print(report_table(result.before, result.before.label))
-        Console().print(report_table(result.after, result.after.label))
+        if result.after is not None:
+            Console().print(report_table(result.after, result.after.label))
+        else:
+            click.echo("after: no mitigated trial selected a tool")
         click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
                    f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
 

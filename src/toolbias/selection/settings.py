@@ -78,7 +78,8 @@ class RunSettings:
     def sweep(self, *, temperatures: Sequence[float] = (), top_ps: Sequence[float] = ()) -> list[RunSettings]:
         """One setting per (temperature, top-p) pair of the lists (an empty list keeps this setting's value)."""
         return [replace(self, temperature=t, top_p=p)
-                for t in (temperatures or [self.temperature]) for p in (top_ps or [self.top_p])]
+                for t in (temperatures or [self.temperature])
+                for p in (list(top_ps) if top_ps else [self.top_p])]
 
 
 PAPER = RunSettings(presentation="toolbench", prompt="base", tool_choice=None, temperature=0.5, top_p=1.0,

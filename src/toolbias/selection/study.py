@@ -10,7 +10,7 @@ them in one event loop (their HTTP clients are bound to it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -63,7 +63,7 @@ def trial_request(bench: Benchmark, cluster: str, query: int, rotation: int, set
 
 
 def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
-               settings: RunSettings) -> dict[str, Sequence[float]] | None:
+               settings: RunSettings) -> Mapping[str, Sequence[float]] | None:
     """Per-cluster API rates of the model's base condition under the same settings (None when absent)."""
     prompt = resolve_prompt(settings.presentation, settings.prompt)
     recs = [r for r in store.records(model=model.spec, benchmark=bench.name, condition="base",
@@ -77,7 +77,7 @@ def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
 
 async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
                condition: str = "base", concurrency: int = 8, on_record: OnRecord | None = None,
-               rates: dict[str, Sequence[float]] | None = None) -> tuple[list[SelectionRecord], RunSummary]:
+               rates: Mapping[str, Sequence[float]] | None = None) -> tuple[list[SelectionRecord], RunSummary]:
     """Run one setting under one condition (``base``, a perturbation or a file condition)."""
     if condition.partition(":")[0] in TARGETED and ":" not in condition and rates is None:
         rates = base_rates(store, model, bench, settings)
@@ -134,7 +134,8 @@ async def aperturb(model: ModelAPI, bench: Benchmark, settings: RunSettings, con
 @dataclass
 class MitigationStudy:
     before: BiasReport
-    after: BiasReport
+    #: None when no mitigated trial selected anything (e.g. every filter answer empty and dropped)
+    after: BiasReport | None
     coverage: dict[str, Any]
     summary: RunSummary
 
@@ -155,7 +156,8 @@ async def amitigate(chooser: ModelAPI, filter_model: ModelAPI, bench: Benchmark,
                                        concurrency=concurrency, store=store, on_empty=on_empty,
                                        filter_style=filter_style, chooser=picker, on_record=on_record)
     before = report_of(before_recs, label=f"before ({chooser.spec})")
-    after = report_of(after_recs, label=f"after (filter {filter_model.spec} + uniform)")
+    after = report_of(after_recs, label=f"after (filter {filter_model.spec} + uniform)") \
+        if any(r.ok for r in after_recs) else None
     return MitigationStudy(before, after, coverage(after_recs), summary)
 
 
