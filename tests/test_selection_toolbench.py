@@ -127,3 +127,75 @@ def test_exact_and_paper_parsing_of_react_answers(bench) -> None:
     called = ModelOutput(content=None, tool_calls=(ToolCall("c", "functions.whois_for_whois", {}),))
     assert paper_action(called, shown, function_calling=True) == "whois_for_whois"
     assert slug("Whois ") == "whois" and slug("16 Day") == "get_16_day"
+
+
+def _prompt(bench, cluster: str, query: int, rotation: int, condition: str) -> str:
+    """The toolbench prompt of one trial under a condition, as the runner builds it (no model is called)."""
+    from toolbias.selection.perturb import apply_condition
+    from toolbias.selection.runner import SelectionRunner, Trial
+
+    perturbed = apply_condition(bench, condition)
+    runner = SelectionRunner(_NoModel(), benchmark_name="b", presentation="toolbench", condition=condition,
+                             prompt="base", benchmark=perturbed)
+    c = perturbed.cluster(cluster)
+    return runner.request(Trial(0, c, query, rotation, rotations(c.k)[rotation])).messages[1]["content"]
+
+
+class _NoModel:
+    spec = "none"
+
+    def settings(self) -> dict:
+        return {"spec": self.spec}
+
+
+def test_perturbations_as_the_paper_renders_them(bench) -> None:
+    import re
+
+    ids = json.loads((SHARED / "experiments" / "tool_to_id_1.json").read_text())
+    renamed = _prompt(bench, "3", 0, 0, f"names:{SHARED / 'experiments' / 'tool_to_id_1.json'}")
+    nid = toolbench.standardize(ids["NewsData"])
+    assert f"news_for_{nid}" in renamed and f"tool \"{nid}\", you can use" in renamed
+    assert f"\n4.{nid}: " in renamed and "_for_newsdata'" not in renamed
+    assert "The latest news_for_newsdata endpoint" in renamed  # names inside descriptions stay (PROTOCOL.md 3)
+    scrambled = [_prompt(bench, "8", q, 0, "desc_scramble") for q in (0, 1)]
+    for p in scrambled:
+        assert len(re.findall(r"The description of this function is: \"[A-Za-z0-9]{20}\"'", p)) == 5
+        assert re.search(r"\n1\.what_s_language:[A-Za-z0-9]{20}\n", p)
+        assert "'description': '', 'example_value'" in p  # parameter descriptions untouched
+    assert scrambled[0].split("APIs:")[1][:400] != scrambled[1].split("APIs:")[1][:400]  # fresh per prompt
+    params = _prompt(bench, "8", 0, 0, "param_desc_scramble")
+    assert len(re.findall(r"'text': \{'type': 'string', 'description': '[A-Za-z0-9]{20}'", params)) == 5
+    full = _prompt(bench, "8", 0, 0, "full_scramble")
+    assert re.search(r"\n1\.[a-z0-9_]+: [A-Za-z0-9]{20}\n", full)
+    swapped = _prompt(bench, "6", 0, 0, f"desc_swap:{SHARED / 'experiments' / 'desc_swap_1.json'}")
+    validate = next(t for t in bench.cluster("6").tools if t.metadata["tool"] == "Validate Email")
+    rest = toolbench.api_of(validate).description_rest()
+    assert ("'This is the subfunction for tool \"email_validator\", you can use this tool." + rest)[:120] in swapped
+    held = _prompt(bench, "6", 0, 0, f"all_but_one:{SHARED / 'experiments' / 'tool_to_id_abo_1.json'}")
+    assert "tool \"email_validator\", you can use this tool.The description of this function is: \"Validate" in held
+    assert "tool \"validate_email\"" not in held
+
+
+def test_conditions_combine_and_paper_parse_maps_names_back(bench) -> None:
+    from toolbias.selection.paper_parse import paper_reading
+    from toolbias.selection.perturb import CONDITIONS, apply_condition
+
+    assert study.expand_conditions("all,names:x.json") == [*CONDITIONS, "names:x.json"]
+    mapped = apply_condition(bench, f"names:{SHARED / 'experiments' / 'tool_to_id_1.json'}")
+    c = mapped.cluster("5")
+    tools = c.presented(rotations(c.k)[0])
+    shown = [toolbench.api_of(t).function_name for t in tools]
+    answer = ModelOutput(content=f"Action: {shown[2]}")
+    reading = paper_reading(answer, shown, tools, mapped, function_calling=False)
+    assert reading.action == "whois_for_newly_registered_domains" and (reading.cluster, reading.api) == ("5", 2)
+    assert parse(answer, shown, "toolbench").index == 2
+
+
+def test_authors_filter_predictions_score_as_reported() -> None:
+    from toolbias.selection.importers import score_biasbusters_predictions
+
+    s = score_biasbusters_predictions(SHARED / "subset_preds.jsonl")
+    assert (round(s.micro_precision, 4), round(s.micro_recall, 4), round(s.exact_match, 3)) == (0.9964, 0.8856, 0.69)
+    assert {k: (round(v["micro_precision"], 4), round(v["micro_recall"], 4), round(v["exact_match"], 4))
+            for k, v in s.by_k.items()} == {2: (1.0, 0.7717, 0.5433), 3: (0.9925, 0.885, 0.735),
+                                            4: (0.994, 0.9633, 0.91), 5: (1.0, 0.861, 0.535)}

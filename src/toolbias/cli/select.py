@@ -519,7 +519,11 @@ def register(group: click.Group) -> None:
                    f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
 
     @select.command("filter-eval")
-    @click.option("--filter-model", required=True)
+    @click.option("--filter-model", help="the filter model to evaluate")
+    @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
+                                        "ground truth is read beside it)")
+    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
+                  show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
     @click.option("--set", "eval_set", default="builtin", show_default=True,
                   help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
     @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
@@ -532,13 +536,19 @@ def register(group: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--cache")
     @click.option("--json", "as_json", is_flag=True)
-    def filter_eval_cmd(filter_model: str, eval_set: str, benchmark: str, per_cluster: int, limit: int | None,
-                        base_url: tuple[str, ...], store: str, concurrency: int, max_tokens: int, seed: int,
-                        cache: str | None, as_json: bool) -> None:
+    def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
+                        benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
+                        concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
         """Filter quality: micro precision, micro recall and exact match, overall and by K."""
         from ..providers.base import GenerateConfig
-        from ..selection.importers import load_biasbusters_filter_set
+        from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
 
+        if bool(filter_model) == bool(predictions):
+            raise ToolbiasError("give either --filter-model or --predictions")
+        if predictions:
+            _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
+            return
+        assert filter_model is not None
         if eval_set == "builtin":
             examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
             set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
@@ -553,14 +563,18 @@ def register(group: click.Group) -> None:
         config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
         with SelectionStore(store) as st:
             scores, rows = study.in_session([filt], lambda: aevaluate_filter(
-                filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st))
+                filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
+                filter_style=filter_style))
         errors = sum(1 for r in rows if r["status"] == "error")
         if errors:
             _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
+        _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
+
+    def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(scores.to_dict(), indent=2))
             return
-        table = Table(title=f"filter quality of {filt.spec} on {set_name}")
+        table = Table(title=f"filter quality of {what}")
         for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
             table.add_column(col)
         table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),

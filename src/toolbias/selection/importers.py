@@ -28,11 +28,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CatalogError
 from .toolbench import ToolbenchAPI, function_name, standardize
 from .types import Benchmark, Cluster, FilterExample, SelectionTool, validate_benchmark
+
+if TYPE_CHECKING:
+    from .mitigate import FilterScores
 
 CLUSTERS_FILE = "duplicate_api_clusters.json"
 QUERIES_FILE = "cluster_queries.json"
@@ -205,3 +208,31 @@ def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None
         examples.append(FilterExample(id=str(row.get("query_id")), query=str(row["query"]), candidates=tools,
                                       correct=frozenset(slots), cluster=str(row.get("cluster_id", ""))))
     return examples
+
+
+PREDICTIONS_FILE = "subset_preds.jsonl"
+
+
+def score_biasbusters_predictions(predictions: str | Path, ground_truth: str | Path | None = None) -> FilterScores:
+    """Score the authors' filter predictions (``subset_preds.jsonl``: ``{query_id, selected_tools}``) as their
+    evaluation did (PROTOCOL.md 5): predicted names against gold ``<api>_for_<tool>`` names as sets; queries
+    without a prediction line are skipped."""
+    from .mitigate import score_sets
+
+    path = Path(predictions)
+    gt_path = Path(ground_truth) if ground_truth else path.parent / GROUND_TRUTH_FILE
+    gold = {int(r["query_id"]): frozenset(function_name(e["tool"], e["api_name"]) for e in r["correct_apis"])
+            for r in _read_json(gt_path)}
+    golds, preds = [], []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            qid, names = int(row["query_id"]), row["selected_tools"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise CatalogError("not a prediction line {query_id, selected_tools}", where=f"{path}:{lineno}") from None
+        if qid in gold:
+            golds.append(gold[qid])
+            preds.append(frozenset(str(n) for n in names))
+    return score_sets(golds, preds)

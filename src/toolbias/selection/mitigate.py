@@ -336,7 +336,7 @@ class FilterScores:
                 "by_k": {str(k): dict(v) for k, v in self.by_k.items()}}
 
 
-def _score(pairs: Iterable[tuple[frozenset[int], frozenset[int] | None]]) -> dict[str, float]:
+def _score(pairs: Iterable[tuple[frozenset[Any], frozenset[Any] | None]]) -> dict[str, float]:
     tp = npred = ngold = exact = n = unparsed = 0
     for gold, pred in pairs:
         p = pred or frozenset()
@@ -350,32 +350,40 @@ def _score(pairs: Iterable[tuple[frozenset[int], frozenset[int] | None]]) -> dic
             "micro_recall": tp / ngold if ngold else 0.0, "exact_match": exact / n if n else 0.0}
 
 
-def score_filter(examples: Sequence[FilterExample], predictions: Sequence[frozenset[int] | None]) -> FilterScores:
-    """Micro precision/recall and exact match, overall and by K (None = unparsed = empty prediction)."""
-    if len(examples) != len(predictions):
+def score_sets(golds: Sequence[frozenset[Any]], predictions: Sequence[frozenset[Any] | None]) -> FilterScores:
+    """Micro precision/recall and exact match of predicted sets (positions or names; None = unparsed = empty),
+    overall and by K = |gold|."""
+    if len(golds) != len(predictions):
         raise ValueError("one prediction per example")
-    pairs = [(e.correct, p) for e, p in zip(examples, predictions, strict=True)]
+    pairs = list(zip(golds, predictions, strict=True))
     overall = _score(pairs)
-    groups: dict[int, list[tuple[frozenset[int], frozenset[int] | None]]] = defaultdict(list)
-    for e, p in zip(examples, predictions, strict=True):
-        groups[e.k].append((e.correct, p))
+    groups: dict[int, list[tuple[frozenset[Any], frozenset[Any] | None]]] = defaultdict(list)
+    for gold, pred in pairs:
+        groups[len(gold)].append((gold, pred))
     by_k = {k: _score(v) for k, v in sorted(groups.items())}
     return FilterScores(n=int(overall["n"]), n_unparsed=int(overall["n_unparsed"]),
                         micro_precision=overall["micro_precision"], micro_recall=overall["micro_recall"],
                         exact_match=overall["exact_match"], by_k=by_k)
 
 
+def score_filter(examples: Sequence[FilterExample], predictions: Sequence[frozenset[int] | None]) -> FilterScores:
+    """Micro precision/recall and exact match, overall and by K (None = unparsed = empty prediction)."""
+    return score_sets([e.correct for e in examples], predictions)
+
+
 async def aevaluate_filter(filter_model: ModelAPI, examples: Sequence[FilterExample], *, eval_set: str = "builtin",
                            config: GenerateConfig | None = None, concurrency: int = 8,
-                           store: SelectionStore | None = None) -> tuple[FilterScores, list[dict[str, Any]]]:
-    """Run the filter on every example (resumable through the store) and score it."""
+                           store: SelectionStore | None = None,
+                           filter_style: str = "toolbias") -> tuple[FilterScores, list[dict[str, Any]]]:
+    """Run the filter on every example (resumable through the store) and score it (``filter_style="paper"``:
+    the paper's prompt, candidates and answer reading)."""
     config = config or GenerateConfig(temperature=0.0)
     settings = filter_model.settings()
 
     def key(e: FilterExample) -> str:
         payload = {"settings": settings, "set": eval_set, "example": e.id, "query": e.query,
                    "candidates": [t.to_openai() for t in e.candidates], "config": config.to_dict(),
-                   "prompt": PROMPT_VERSION}
+                   "prompt": PROMPT_VERSION if filter_style == "toolbias" else f"filter-{filter_style}"}
         return hashlib.sha256(canonical(payload).encode()).hexdigest()
 
     keys = [key(e) for e in examples]
@@ -389,7 +397,7 @@ async def aevaluate_filter(filter_model: ModelAPI, examples: Sequence[FilterExam
             return stored[k]
         async with sem:
             try:
-                subset, out = await filter_subset(filter_model, e.query, e.candidates, config)
+                subset, out = await filter_subset(filter_model, e.query, e.candidates, config, filter_style)
             except InfraError as exc:
                 row = {"key": k, "model": filter_model.spec, "eval_set": eval_set, "example": e.id, "k": e.k,
                        "status": Status.ERROR.value, "reason": f"infrastructure: {exc}", "predicted": None,

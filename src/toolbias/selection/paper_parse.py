@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..providers.base import ModelOutput
-from .toolbench import api_of
-from .types import Benchmark, Cluster
+from .toolbench import ToolbenchAPI, api_of
+from .types import Benchmark, Cluster, SelectionTool
 
 _ACTION = re.compile(r"action[:\-]?", re.I)
 
@@ -74,7 +74,13 @@ class PaperReading:
     reason: str = ""
 
 
-def paper_record(action: str, presented: Sequence[object], clusters: Sequence[Cluster]) -> PaperReading:
+def original_api(tool: SelectionTool) -> ToolbenchAPI:
+    """The endpoint as the paper's extractor knows it: before any name mapping of a perturbation."""
+    stored = tool.metadata.get("toolbench_original")
+    return ToolbenchAPI.from_dict(stored) if isinstance(stored, dict) else api_of(tool)
+
+
+def paper_record(action: str, presented: Sequence[SelectionTool], clusters: Sequence[Cluster]) -> PaperReading:
     """Credit ``action`` as the authors' extractor does (``presented``: the trial's tools in shown order)."""
     if not action or "_for_" not in action:
         return PaperReading(action, reason="no action" if not action else "no _for_ in the action (Finish?)")
@@ -84,7 +90,7 @@ def paper_record(action: str, presented: Sequence[object], clusters: Sequence[Cl
     hit: tuple[str, int] | None = None
     for c in clusters:
         for i, t in enumerate(c.tools):
-            a = api_of(t)
+            a = original_api(t)
             if api_part in slug(a.api_name) and tool_part in slug(a.tool_name):
                 hit = (c.id, i)
                 break
@@ -92,11 +98,19 @@ def paper_record(action: str, presented: Sequence[object], clusters: Sequence[Cl
             break
     if hit is None:
         return PaperReading(action, reason="matches no endpoint")
-    position = next((j for j, t in enumerate(presented) if api_part in slug(api_of(t).api_name)), None)  # type: ignore[arg-type]
+    position = next((j for j, t in enumerate(presented) if api_part in slug(original_api(t).api_name)), None)
     return PaperReading(action, cluster=hit[0], api=hit[1], position=position)
 
 
-def paper_reading(output: ModelOutput, shown: Sequence[str], presented: Sequence[object], bench: Benchmark | Sequence[Cluster],
-                  *, function_calling: bool) -> PaperReading:
+def paper_reading(output: ModelOutput, shown: Sequence[str], presented: Sequence[SelectionTool],
+                  bench: Benchmark | Sequence[Cluster], *, function_calling: bool) -> PaperReading:
+    """Both steps; a name shown under a mapped tool name is first mapped back to the original one (as the
+    paper's parser maps ``_for_<mapped>`` back to ``_for_<original>``)."""
     clusters = bench.clusters if isinstance(bench, Benchmark) else bench
-    return paper_record(paper_action(output, shown, function_calling=function_calling), presented, clusters)
+    action = paper_action(output, shown, function_calling=function_calling)
+    if action in shown:
+        original = original_api(presented[list(shown).index(action)])
+        mapped = api_of(presented[list(shown).index(action)])
+        if original.tool_name != mapped.tool_name:
+            action = action.removesuffix(f"_for_{mapped.standard_tool_name}") + f"_for_{original.standard_tool_name}"
+    return paper_record(action, presented, clusters)

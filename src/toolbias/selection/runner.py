@@ -12,6 +12,8 @@ is final, parsed or not.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,15 +22,9 @@ from typing import Any
 from ..providers.base import GenerateConfig, InfraError, ModelAPI, ModelOutput
 from .metrics import BiasReport, bias_report
 from .paper_parse import paper_reading
-from .present import (
-    PRESENTATIONS,
-    Prompt,
-    build,
-    build_request,
-    parse,
-    resolve_prompt,
-)
-from .records import SelectionRecord, Status, trial_key
+from .present import PRESENTATIONS, Prompt, Request, build, build_request, parse, resolve_prompt
+from .records import SelectionRecord, Status, canonical, trial_key
+from .scramble import scramble_tools
 from .store import SelectionStore
 from .types import Benchmark, Cluster, rotations
 
@@ -150,11 +146,15 @@ class SelectionRunner:
         return SelectionRecord(**base, api=trial.order[parsed.index], position=parsed.index, status=Status.OK,
                                via=parsed.via, output=output.to_dict())
 
-    def request(self, trial: Trial) -> Any:
-        """The :class:`~toolbias.selection.present.Request` of a trial."""
+    def request(self, trial: Trial) -> Request:
+        """The request of a trial; scrambled fields (:mod:`.scramble`) are drawn from an RNG seeded by the trial."""
         assert isinstance(self.prompt, Prompt)
-        return build(trial.query, trial.cluster.presented(trial.order), self.presentation, prompt=self.prompt,
-                     tool_choice=self.tool_choice)
+        tools = trial.cluster.presented(trial.order)
+        if any(t.metadata.get("scramble") for t in tools):
+            seed = canonical([self.condition, trial.run, trial.cluster.id, trial.query_index, trial.rotation,
+                              self.config.seed])
+            tools = scramble_tools(tools, random.Random(hashlib.sha256(seed.encode()).hexdigest()))
+        return build(trial.query, tools, self.presentation, prompt=self.prompt, tool_choice=self.tool_choice)
 
     async def run_trial(self, trial: Trial, key: str) -> SelectionRecord:
         req = self.request(trial)

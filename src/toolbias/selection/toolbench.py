@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .types import SelectionTool
@@ -91,7 +91,12 @@ class ToolbenchAPI:
     required_parameters: tuple[Mapping[str, Any], ...] = ()
     optional_parameters: tuple[Mapping[str, Any], ...] = ()
     category_name: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: perturbations: the function name the description's API-name replacement uses (a mapped tool keeps its
+    #: original name there, PROTOCOL.md 3), and a replacement for everything after "you can use this tool."
+    described_as: str = ""
+    rest: str | None = None
+    #: between ``<n>.<tool>:`` and the blurb in the tool list (a scrambled blurb follows the colon directly)
+    blurb_sep: str = " "
 
     @property
     def function_name(self) -> str:
@@ -102,10 +107,17 @@ class ToolbenchAPI:
         return standardize(self.tool_name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool_name": self.tool_name, "api_name": self.api_name, "api_description": self.api_description,
-                "tool_description": self.tool_description, "category_name": self.category_name,
-                "required_parameters": [dict(p) for p in self.required_parameters],
-                "optional_parameters": [dict(p) for p in self.optional_parameters]}
+        d = {"tool_name": self.tool_name, "api_name": self.api_name, "api_description": self.api_description,
+             "tool_description": self.tool_description, "category_name": self.category_name,
+             "required_parameters": [dict(p) for p in self.required_parameters],
+             "optional_parameters": [dict(p) for p in self.optional_parameters]}
+        if self.described_as:
+            d["described_as"] = self.described_as
+        if self.rest is not None:
+            d["rest"] = self.rest
+        if self.blurb_sep != " ":
+            d["blurb_sep"] = self.blurb_sep
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], tool_description: str | None = None) -> ToolbenchAPI:
@@ -116,7 +128,19 @@ class ToolbenchAPI:
                                         else d.get("tool_description", "") or ""),
                    required_parameters=tuple(d.get("required_parameters") or ()),
                    optional_parameters=tuple(d.get("optional_parameters") or ()),
-                   category_name=str(d.get("category_name", "") or ""))
+                   category_name=str(d.get("category_name", "") or ""), described_as=str(d.get("described_as") or ""),
+                   rest=d.get("rest"), blurb_sep=str(d.get("blurb_sep", " ")))
+
+    def description_rest(self) -> str:
+        """What follows "you can use this tool." in the function description ('' without an API description)."""
+        if self.rest is not None:
+            return self.rest
+        if self.api_description.strip() == "":
+            return ""
+        d = self.api_description.strip()
+        if self.api_name:
+            d = d.replace(self.api_name, self.described_as or self.function_name)
+        return f"The description of this function is: \"{d[:DESCRIPTION_LIMIT]}\""
 
 
 def api_of(tool: SelectionTool) -> ToolbenchAPI:
@@ -155,11 +179,7 @@ def function_dict(api: ToolbenchAPI, *, optional_fix: bool = True) -> dict[str, 
     optional parameters shown only when the endpoint has a required one."""
     name = api.function_name
     tool = api.standard_tool_name
-    description = f"This is the subfunction for tool \"{tool}\", you can use this tool."
-    if api.api_description.strip() != "":
-        d = api.api_description.strip().replace(api.api_name, name)[:DESCRIPTION_LIMIT] if api.api_name \
-            else api.api_description.strip()[:DESCRIPTION_LIMIT]
-        description += f"The description of this function is: \"{d}\""
+    description = f"This is the subfunction for tool \"{tool}\", you can use this tool." + api.description_rest()
     params: dict[str, Any] = {"type": "object", "properties": {}, "required": [], "optional": []}
     if api.required_parameters or optional_fix:
         for group, key in ((api.required_parameters, "required"), (api.optional_parameters, "optional")):
@@ -186,7 +206,7 @@ def task_description(apis: Sequence[ToolbenchAPI], *, blurbs: bool = True) -> st
         if tool in seen:
             continue
         seen.append(tool)
-        text += f"{len(seen)}.{tool}: {blurb(api.tool_description)}\n"
+        text += f"{len(seen)}.{tool}:{api.blurb_sep}{blurb(api.tool_description)}\n"
     return text
 
 
