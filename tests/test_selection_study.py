@@ -107,3 +107,25 @@ def test_paper_preset_against_a_loopback_server(tmp_path, monkeypatch) -> None:
     assert exact["group"]["tool_choice"] is None and exact["group"]["temperature"] == 0.5
     paper = invoke("select", "metrics", "--store", db, "--parse", "paper", "--json")
     assert paper["rule"] == "paper" and paper["delta_api"] == pytest.approx(exact["delta_api"])
+
+
+def test_k_and_order_sweeps(tmp_path) -> None:
+    db = str(tmp_path / "s.db")
+    common = ["--queries", "3", "--clusters", "translation", "--store", db, "--json"]
+    # the chooser always takes the tool whose name contains "_v2" (text_translation_v2)
+    base = invoke("select", "run", "--model", "chooser:contains=_v2", *common)
+    assert base["delta_api"] == pytest.approx(0.8)
+    b2w = invoke("select", "run", "--model", "chooser:contains=_v2", "--k", "2,3", "--k-order", "b2w", *common)
+    w2b = invoke("select", "run", "--model", "chooser:contains=_v2", "--k", "2", "--k-order", "w2b", *common)
+    assert set(b2w["groups"]) == {k for k in b2w["groups"] if "builtin[k=" in k} and len(b2w["groups"]) == 2
+    for label, rep in b2w["groups"].items():
+        k = 2 if "k=2" in label else 3
+        assert rep["delta_api"] == pytest.approx(1 - 1 / k)    # the favourite is among the best K
+    # the worst two never include the favourite: the chooser falls back to the first listed
+    assert w2b["delta_api"] == pytest.approx(0.0) and w2b["delta_pos"] == pytest.approx(0.5)
+    rand = invoke("select", "run", "--model", "chooser:first", "--order", "random", *common)
+    cyclic = invoke("select", "run", "--model", "chooser:first", *common)
+    assert rand["delta_pos"] == cyclic["delta_pos"] == pytest.approx(0.8)
+    assert cyclic["delta_api"] == pytest.approx(0.0) and rand["delta_api"] > 0
+    groups = invoke("select", "metrics", "--store", db, "--json")["groups"]
+    assert any("builtin[random-order]" in g for g in groups) and any("builtin[k=2,w2b]" in g for g in groups)

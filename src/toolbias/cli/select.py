@@ -210,6 +210,8 @@ def register(group: click.Group) -> None:
     def select() -> None:
         """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
 
+    _register_paper(select)
+
     @select.command("benchmark")
     @click.option("--benchmark", default="builtin", show_default=True,
                   help="builtin, biasbusters:DIR, or a benchmark JSON file")
@@ -266,31 +268,45 @@ def register(group: click.Group) -> None:
                   help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
     @click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
     @click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
+    @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
+    @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
+                  help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+    @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
+                  help="cyclic rotations, or as many independent seeded shuffles per query")
     @_model_options
-    def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, base_url: tuple[str, ...],
-                benchmark: str, queries: int | None, clusters: str | None, store: str, concurrency: int,
-                cache: str | None, as_json: bool, **options: Any) -> None:
+    def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
+                k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
+                clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
+                **options: Any) -> None:
         """Run a model on every query in every cyclic rotation; store and report the selections.
 
-        Re-running the same command resumes: stored answers are kept, infrastructure errors retried.
+        Lists of temperatures, top-p values and K run one result group each. Re-running the same command
+        resumes: stored answers are kept, infrastructure errors retried.
         """
         bench = _bench(benchmark, queries, clusters)
-        sweep = _settings(options).sweep(temperatures=_floats(temperatures, "--temperatures"),
-                                         top_ps=_floats(top_ps, "--top-ps"))
+        base_settings = _settings(options)
+        sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
+                                    top_ps=_floats(top_ps, "--top-ps"))
         provider = _provider(model, base_url, concurrency, cache)
         results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
         with SelectionStore(store) as st:
-            for settings in sweep:
-                label = f"{provider.spec} {settings.presentation}/{condition} T={settings.temperature:g}"
-                with _progress(study.planned(bench, settings), label) as on_record:
-                    records, summary = study.in_session([provider], partial(
-                        study.arun, provider, bench, settings, store=st, condition=condition,
-                        concurrency=concurrency, on_record=on_record))
-                results.append((settings, records, summary))
-                _console().print(_summary_line(summary), highlight=False)
-                if summary.errors:
-                    _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the same "
-                                     "command to retry them[/]")
+            benches = [bench]
+            if ks:
+                rates = study.base_rates(st, provider, bench, base_settings) if k_order != "random" else None
+                benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
+                                          seed=base_settings.seed or 0)
+            for b in benches:
+                for settings in sweep:
+                    label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
+                    with _progress(study.planned(b, settings), label) as on_record:
+                        records, summary = study.in_session([provider], partial(
+                            study.arun, provider, b, settings, store=st, condition=condition,
+                            concurrency=concurrency, on_record=on_record, order=order))
+                    results.append((settings, records, summary))
+                    _console().print(_summary_line(summary), highlight=False)
+                    if summary.errors:
+                        _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the "
+                                         "same command to retry them[/]")
         reports = {}
         for _setting, records, summary in results:
             if any(r.ok for r in records):
@@ -597,3 +613,61 @@ def register(group: click.Group) -> None:
         for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
                                              html_path=Path(html_path) if html_path else None):
             click.echo(str(path))
+
+
+def _register_paper(select: click.Group) -> None:
+    @select.command("paper")
+    @click.option("--data", default="../shared/data/biasbusters", show_default=True,
+                  help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
+    @click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
+    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
+        """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
+        authors' logged selections."""
+        from ..selection import paper_stats as ps
+
+        stats = ps.load_selection_stats(data)
+        table = ps.main_table(stats)
+        sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
+        perturbations = ps.perturbation_table(stats)
+        ks = ps.k_sweep(ps.load_k_results(data))
+        agree = ps.model_agreement(stats)
+        if fig_dir:
+            out = Path(fig_dir)
+            written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
+            for name, points in sweeps.items():
+                written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
+            for key in ("api", "pos"):
+                written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
+            written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
+            for p in written:
+                _console().print(str(p), highlight=False)
+        if as_json:
+            click.echo(json.dumps({
+                "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
+                                   "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
+                "sweeps": sweeps,
+                "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
+                "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
+                "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
+            return
+        main = Table(title="main table (mean ± population std over 3 runs)")
+        for col in ("model", "δ API", "δ pos", "δ model"):
+            main.add_column(col)
+        for m, r in table.items():
+            main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
+        Console().print(main)
+        for name, points in sweeps.items():
+            click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
+        pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
+        for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
+            pert.add_column(col)
+        for label, d in perturbations.items():
+            pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
+                                  ("Gemini", "GPT-4.1 mini")))
+        Console().print(pert)
+        for order, by_k in ks.items():
+            click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
+                                                      for k, v in by_k.items()))
+        click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")

@@ -47,15 +47,24 @@ class Trial:
         return self.cluster.queries[self.query_index]
 
 
-def plan_trials(bench: Benchmark, runs: int = 1) -> list[Trial]:
-    """Every query in every cyclic rotation of its cluster, for runs 0..runs-1."""
+ORDERS = ("cyclic", "random")
+
+
+def plan_trials(bench: Benchmark, runs: int = 1, *, order: str = "cyclic", seed: int = 0) -> list[Trial]:
+    """Every query in every cyclic rotation of its cluster, for runs 0..runs-1; ``order="random"``: as many
+    entries per query, each an independent seeded shuffle (the paper's random-order benchmark, unseeded there)."""
+    if order not in ORDERS:
+        raise ValueError(f"unknown order '{order}' (use cyclic or random)")
     trials = []
     for run in range(runs):
         for c in bench.clusters:
             rots = rotations(c.k)
             for qi in range(len(c.queries)):
-                for r, order in enumerate(rots):
-                    trials.append(Trial(run, c, qi, r, order))
+                for r, rot in enumerate(rots):
+                    if order == "random":
+                        rng = random.Random(hashlib.sha256(canonical([seed, run, c.id, qi, r]).encode()).hexdigest())
+                        rot = tuple(rng.sample(range(c.k), c.k))
+                    trials.append(Trial(run, c, qi, r, rot))
     return trials
 
 
@@ -85,13 +94,15 @@ class SelectionRunner:
                  condition: str = "base", config: GenerateConfig | None = None,
                  tool_choice: str | None = "required", concurrency: int = 8, store: SelectionStore | None = None,
                  on_record: Callable[[SelectionRecord], None] | None = None, prompt: Prompt | str | None = None,
-                 benchmark: Benchmark | None = None) -> None:
+                 benchmark: Benchmark | None = None, order: str = "cyclic") -> None:
         if presentation not in self.presentations:
             raise ValueError(f"unknown presentation '{presentation}' (use {' or '.join(self.presentations)})")
         self.prompt = prompt if isinstance(prompt, Prompt) or presentation not in PRESENTATIONS \
             else resolve_prompt(presentation, prompt)
         #: the clusters the paper's rule searches (all of the benchmark's, in order)
         self.benchmark = benchmark
+        #: random-order trials are keyed apart: a shuffle equal to a rotation is another trial
+        self.order = order
         self.model = model
         self.benchmark_name = benchmark_name
         self.presentation = presentation
@@ -108,7 +119,8 @@ class SelectionRunner:
         return trial_key(settings=self.model.settings(), cluster_fingerprint=trial.cluster.fingerprint(),
                          query=trial.query, order=trial.order, presentation=self.presentation,
                          condition=self.condition, run=trial.run, config=run_config(self.config, trial.run).to_dict(),
-                         tool_choice=self.tool_choice, prompt_version=self.prompt_key())
+                         tool_choice=self.tool_choice, prompt_version=self.prompt_key(),
+                         salt="" if self.order == "cyclic" else f"order={self.order}")
 
     def prompt_key(self) -> str:
         """The trial key's prompt part: the legacy version for this project's prompts (so stores written
@@ -221,12 +233,12 @@ async def arun_selection(model: ModelAPI, bench: Benchmark, *, runs: int = 1, pr
                          tool_choice: str | None = "required", concurrency: int = 8,
                          store: SelectionStore | None = None,
                          on_record: Callable[[SelectionRecord], None] | None = None,
-                         prompt: Prompt | str | None = None,
+                         prompt: Prompt | str | None = None, order: str = "cyclic",
                          ) -> tuple[list[SelectionRecord], RunSummary]:
     runner = SelectionRunner(model, benchmark_name=bench.name, presentation=presentation, condition=condition,
                              config=config, tool_choice=tool_choice, concurrency=concurrency, store=store,
-                             on_record=on_record, prompt=prompt, benchmark=bench)
-    records = await runner.run(plan_trials(bench, runs))
+                             on_record=on_record, prompt=prompt, benchmark=bench, order=order)
+    records = await runner.run(plan_trials(bench, runs, order=order, seed=(config.seed or 0) if config else 0))
     return records, runner.summary
 
 

@@ -77,15 +77,53 @@ def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
 
 async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
                condition: str = "base", concurrency: int = 8, on_record: OnRecord | None = None,
-               rates: Mapping[str, Sequence[float]] | None = None) -> tuple[list[SelectionRecord], RunSummary]:
-    """Run one setting under one condition (``base``, a perturbation or a file condition)."""
+               rates: Mapping[str, Sequence[float]] | None = None,
+               order: str = "cyclic") -> tuple[list[SelectionRecord], RunSummary]:
+    """Run one setting under one condition (``base``, a perturbation or a file condition); ``order="random"``
+    shows each query in independent seeded shuffles instead of the cyclic rotations (benchmark name gets
+    ``[random-order]``, so the two never share a result group)."""
+    if order == "random":
+        bench = bench.with_clusters(bench.clusters, name=f"{bench.name}[random-order]")
     if condition.partition(":")[0] in TARGETED and ":" not in condition and rates is None:
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
     return await arun_selection(model, perturbed, runs=settings.runs, presentation=settings.presentation,
                                 condition=condition_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
-                                on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt))
+                                on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
+                                order=order)
+
+
+K_ORDERS = ("b2w", "w2b", "random")
+
+
+def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[str, Sequence[float]] | None = None,
+              seed: int = 0) -> list[Benchmark]:
+    """The K sweep's benchmarks (PROTOCOL.md 6): each cluster cut to K tools, named ``<name>[k=K,<kind>]``.
+
+    ``b2w``: the K most-selected tools (best to worst, by ``rates``), ``w2b``: the K least-selected (worst to
+    best), ``random``: K tools drawn with ``seed`` in a random order. The K tools are then shown in all K
+    cyclic rotations; records index the K tools (δ is over K APIs and K positions)."""
+    import random as _random
+
+    from .perturb import _ranked
+
+    if kind not in K_ORDERS:
+        raise ToolbiasError(f"unknown K-subset order '{kind}'", fix=f"use {', '.join(K_ORDERS)}")
+    out = []
+    for k in ks:
+        clusters = []
+        for c in bench.clusters:
+            if not 2 <= k <= c.k:
+                raise ToolbiasError(f"K={k} outside 2..{c.k}", where=f"cluster '{c.id}'")
+            if kind == "random":
+                idx = _random.Random(f"{seed}:{c.id}:{k}").sample(range(c.k), k)
+            else:
+                ranked = _ranked(c, rates, f"K subsets ({kind})")
+                idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
+            clusters.append(c.with_tools([c.tools[i] for i in idx]))
+        out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}]"))
+    return out
 
 
 def planned(bench: Benchmark, settings: RunSettings) -> int:
