@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from test_selection_support import SHARED, SHARED_REASON
+from tests.support.selection import SHARED, SHARED_REASON
 from toolbias.cli import cli, main
 from toolbias.selection.selector import candidates
 
@@ -81,7 +81,7 @@ def test_mitigation_counts_every_trial(tmp_path) -> None:
 
 @needs_shared
 def test_paper_preset_against_a_loopback_server(tmp_path, monkeypatch) -> None:
-    servers = pytest.importorskip("servers", reason="tests/servers.py (loopback OpenAI-compatible server) missing")
+    from tests.support import servers
     pytest.importorskip("openai")
 
     def responder(body):

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from test_selection_support import SHARED, SHARED_REASON
+from tests.support.selection import SHARED, SHARED_REASON
 from toolbias.cli import cli
 from toolbias.selection import paper_stats as ps
 
