@@ -34,11 +34,10 @@ from typing import Any
 
 from ..catalog.model import Task
 from ..codec import Codec
-from ..errors import MissingExtraError, ToolbiasError
+from ..errors import ToolbiasError
+from .hf import EPISODE_KEY, require, rl_features
 from .rl_env import EnvOptions, ToolEnv
 from .traces import hf_messages, training_variants
-
-EPISODE_KEY = "toolbias_episode"
 
 #: paper Table 12 (GRPO): the settings our copy of the paper states - eight samples per prompt,
 #: a constant learning rate, the low-variance (k3) KL estimator, PPO-style clipping, no entropy
@@ -70,16 +69,6 @@ PAPER_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
 PAPER_TURN_LIMIT = 16
 
 
-def require(package: str) -> Any:
-    """Import a package of the ``train`` extra, or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(package)
-    except ImportError:
-        raise MissingExtraError(package, "train", "training") from None
-
-
 def rl_prompts(codecs: Sequence[Codec], tasks: Sequence[Task], options: EnvOptions | None = None
                ) -> list[dict[str, Any]]:
     """One prompt row per task (the variant rotating over ``codecs``): ``prompt`` (system + user,
@@ -107,7 +96,8 @@ def rl_dataset(catalog: str, variants: str, *, sample: int | None = None, seed: 
     cat = load_catalog(catalog)
     codecs = [build_codec(cat, s) for s in resolve_variants(training_variants(variants))]
     tasks = select_tasks(cat, StudyConfig(catalog=catalog, sample=sample, seed=seed, split="train", splits=splits))
-    return datasets.Dataset.from_list(rl_prompts(codecs, tasks, options)), {c.name: c for c in codecs}
+    rows = rl_prompts(codecs, tasks, options)
+    return datasets.Dataset.from_list(rows, features=rl_features()), {c.name: c for c in codecs}
 
 
 def env_reward(completions: Sequence[Any], env_reward: Sequence[float], **_: Any) -> list[float]:

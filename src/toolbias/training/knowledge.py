@@ -28,9 +28,12 @@ _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:.\-]*")
 
 def _add_string(text: str, out: set[str]) -> None:
     out.add(text)
-    out.update(_WORD.findall(text))
+    if _WORD.fullmatch(text) and text[-1] not in ".:-":
+        return  # one identifier (most JSON strings and keys)
+    words = _WORD.findall(text)
+    out.update(words)
     # identifiers end before trailing punctuation in prose ("call set_window.")
-    out.update(w.rstrip(".:-") for w in _WORD.findall(text))
+    out.update(w.rstrip(".:-") for w in words if w[-1] in ".:-")
 
 
 def _add_json(value: Any, out: set[str]) -> None:
@@ -58,11 +61,21 @@ def text_tokens(text: str) -> set[str]:
     return out
 
 
-def tools_tokens(tools: Sequence[Mapping[str, Any]]) -> set[str]:
-    """Tokens the tool list offers (names, parameter names, enum values, description words)."""
+def tools_tokens(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """Tokens the tool list offers (names, parameter names, enum values, description words);
+    remembered while the list lives (a codec builds one list per domain and shares it)."""
+    hit = _TOOLS_CACHE.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
     out: set[str] = set()
     _add_json(list(tools), out)
-    return out
+    if len(_TOOLS_CACHE) >= 256:
+        _TOOLS_CACHE.clear()
+    _TOOLS_CACHE[id(tools)] = (tools, frozenset(out))
+    return _TOOLS_CACHE[id(tools)][1]
+
+
+_TOOLS_CACHE: dict[int, tuple[Sequence[Mapping[str, Any]], frozenset[str]]] = {}
 
 
 def gold_tokens(gold: Iterable[NativeAction]) -> set[str]:
@@ -131,7 +144,7 @@ def unseen_uses(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[s
     """Every token an assistant turn uses that neither the user's values nor an earlier
     message (system, user, tool list, earlier tool results) gave it. Empty for a trace
     that only acts on what it was told."""
-    known = tools_tokens(tools) | gold_tokens(gold)
+    known = set(tools_tokens(tools)) | gold_tokens(gold)
     out: list[UnseenUse] = []
     for i, m in enumerate(messages):
         if m.get("role") != "assistant":

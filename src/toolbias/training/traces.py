@@ -32,6 +32,7 @@ from ..codec import Codec, Control, Outcome
 from ..episode import Condition, EpisodeConfig, EpisodeRecord, run_episode
 from ..operators.base import Call
 from ..providers.base import GenerateConfig, Message, ModelAPI, ModelOutput, ToolCall
+from ..scoring import exact_success
 from ..splits import PAPER_MIXTURE
 from .knowledge import call_tokens, gold_tokens, message_tokens, tools_tokens
 
@@ -80,17 +81,9 @@ class TraceAgent(ModelAPI):
     def __init__(self, recovery: bool = False) -> None:
         self.spec = "trace"
         self.recovery = recovery
-        self._tools_tokens: dict[int, tuple[Sequence[Any], set[str]]] = {}
 
     def settings(self) -> dict[str, Any]:
         return {"spec": self.spec, "recovery": self.recovery}
-
-    def known_from_tools(self, tools: Sequence[Mapping[str, Any]]) -> set[str]:
-        """Tokens of a tool list, cached while the codec's cached list lives."""
-        hit = self._tools_tokens.get(id(tools))
-        if hit is None or hit[0] is not tools:
-            hit = self._tools_tokens[id(tools)] = (tools, tools_tokens(tools))
-        return hit[1]
 
     def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
         return _TraceEpisode(self, task, codec)
@@ -105,7 +98,8 @@ class _TraceEpisode(ModelAPI):
         self.spec = "trace"
         self.agent = agent
         self.calls = codec.encode(task.gold)
-        self.gold = gold_tokens(task.gold)
+        self.known: set[str] = gold_tokens(task.gold)  # grows with every message read
+        self.read = 0  # messages read so far
         self.next = 0
         self.turn = 0
         self.mistake: Call | None = None
@@ -121,10 +115,13 @@ class _TraceEpisode(ModelAPI):
             return ModelOutput(content=None, tool_calls=(_tool_call(turn, 0, mistake),))
         if self.next >= len(self.calls):
             return ModelOutput(content=FINAL_ANSWER)
-        known = set(self.agent.known_from_tools(tools)) | self.gold
-        for m in messages:
+        if self.read == 0:
+            self.known |= tools_tokens(tools)
+        for m in messages[self.read:]:
             if m.get("role") != "assistant":
-                known |= message_tokens(m)
+                self.known |= message_tokens(m)
+        self.read = len(messages)
+        known = self.known
         batch = [self.calls[self.next]]
         j = self.next + 1
         while j < len(self.calls) and all(t in known for t in call_tokens(self.calls[j].name,
@@ -203,34 +200,41 @@ def sft_examples(codecs: Sequence[Codec], tasks: Sequence[Task], options: TraceO
     """One trace per task, the variant rotating over ``codecs`` (a mixture).
 
     Raises :class:`TraceError` if a trace fails to replay its gold (the oracle guarantee)."""
-    from ..scoring import exact_success
-
     opts = options or TraceOptions()
     if condition_instruction is not None:  # the keyword of earlier releases
         opts = TraceOptions(condition_instruction, opts.recovery, opts.prompt_completion, opts.control,
                             opts.turn_limit)
     agent_plain, agent_recovery = TraceAgent(), TraceAgent(recovery=True)
     cfg = _episode_config(opts)
-    for i, task in enumerate(tasks):
-        codec = codecs[i % len(codecs)]
-        recover = _is_recovery(i, opts.recovery)
-        rec = asyncio.run(run_episode(task, codec, agent_recovery if recover else agent_plain, cfg))
-        if not exact_success(rec.executed, task.gold):
-            raise TraceError(f"the trace of task {task.id} on variant {codec.name} did not replay its gold "
-                             f"({len(rec.executed)} of {len(task.gold)} actions executed)")
-        refused = bool(rec.calls) and rec.calls[0].decoded is not None and \
-            rec.calls[0].decoded.outcome is Outcome.REJECTION
-        if recover and not refused:
-            recover = False  # no refusable mistake for this variant (see refused_call): a plain trace
-        messages = hf_messages(rec.messages)
-        row: dict[str, Any] = {"tools": codec.schema(task.domain), "variant": codec.name, "task_id": task.id,
-                               "domain": task.domain, "recovery": recover}
-        if opts.prompt_completion:
-            cut = 2 + (2 if recover else 0)  # system, user (+ the mistake and its refusal)
-            row = {"prompt": messages[:cut], "completion": messages[cut:], **row}
-        else:
-            row = {"messages": messages, **row}
-        yield row
+    loop = asyncio.new_event_loop()  # one loop for every trace (a loop per episode costs more than the episode)
+    try:
+        for i, task in enumerate(tasks):
+            codec = codecs[i % len(codecs)]
+            recover = _is_recovery(i, opts.recovery)
+            rec = loop.run_until_complete(run_episode(task, codec, agent_recovery if recover else agent_plain, cfg))
+            yield _row(task, codec, rec, recover, opts)
+    finally:
+        loop.close()
+
+
+def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: TraceOptions) -> dict[str, Any]:
+    """A trace episode as a training row (see the module doc); refuses one that missed its gold."""
+    if not exact_success(rec.executed, task.gold):
+        raise TraceError(f"the trace of task {task.id} on variant {codec.name} did not replay its gold "
+                         f"({len(rec.executed)} of {len(task.gold)} actions executed)")
+    refused = bool(rec.calls) and rec.calls[0].decoded is not None and \
+        rec.calls[0].decoded.outcome is Outcome.REJECTION
+    if recover and not refused:
+        recover = False  # no refusable mistake for this variant (see refused_call): a plain trace
+    messages = hf_messages(rec.messages)
+    row: dict[str, Any] = {"tools": codec.schema(task.domain), "variant": codec.name, "task_id": task.id,
+                           "domain": task.domain, "recovery": recover}
+    if opts.prompt_completion:
+        cut = 2 + (2 if recover else 0)  # system, user (+ the mistake and its refusal)
+        row = {"prompt": messages[:cut], "completion": messages[cut:], **row}
+    else:
+        row = {"messages": messages, **row}
+    return row
 
 
 __all__ = ["FINAL_ANSWER", "MIXTURES", "PAPER_MIXTURE", "TraceAgent", "TraceError", "TraceOptions", "hf_messages",
