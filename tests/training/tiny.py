@@ -12,22 +12,22 @@ from collections.abc import Iterable
 from typing import Any
 
 CHAT_TEMPLATE = (
-    "{%- if messages and messages[0].role == 'system' %}{%- set system = messages[0].content %}"
-    "{%- set rest = messages[1:] %}{%- else %}{%- set system = '' %}{%- set rest = messages %}{%- endif %}"
+    "{% if messages and messages[0].role == 'system' %}{% set system = messages[0].content %}"
+    "{% set rest = messages[1:] %}{% else %}{% set system = '' %}{% set rest = messages %}{% endif %}"
     "<|im_start|>system\n{{ system }}"
-    "{%- if tools %}\n\n# Tools\n<tools>{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>"
-    "\nCall a function with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.{%- endif %}<|im_end|>\n"
-    "{%- for message in rest %}"
-    "{%- if message.role == 'user' %}<|im_start|>user\n{{ message.content }}<|im_end|>\n"
-    "{%- elif message.role == 'assistant' %}<|im_start|>assistant\n{% generation %}"
-    "{{- message.content or '' }}"
-    "{%- for call in message.tool_calls or [] %}<tool_call>{\"name\": \"{{ call.function.name }}\", "
-    "\"arguments\": {{ call.function.arguments | tojson }}}</tool_call>{%- endfor %}"
+    "{% if tools %}\n\n# Tools\n<tools>{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools>"
+    "\nCall a function with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.{% endif %}<|im_end|>\n"
+    "{% for message in rest %}"
+    "{% if message.role == 'user' %}<|im_start|>user\n{{ message.content }}<|im_end|>\n"
+    "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{% generation %}"
+    "{{ message.content or '' }}"
+    "{% for call in message.tool_calls or [] %}<tool_call>{\"name\": \"{{ call.function.name }}\", "
+    "\"arguments\": {{ call.function.arguments | tojson }}}</tool_call>{% endfor %}"
     "<|im_end|>{% endgeneration %}\n"
-    "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response>"
-    "<|im_end|>\n{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+    "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response>"
+    "<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
