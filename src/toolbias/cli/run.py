@@ -62,6 +62,10 @@ def register(group: click.Group) -> None:
     @click.option("--tasks", type=int, help="only the first N tasks")
     @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
     @click.option("--domains", help="only tasks of these domains (comma list)")
+    @click.option("--split", type=click.Choice(["train", "eval"]), help="only this part of the splits manifest "
+                  "(eval: never a training task of `toolbias train-data`)")
+    @click.option("--splits", default="default", show_default=True,
+                  help="the splits manifest: default (the catalog's), table4, builtin, or a JSON file")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
     @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
@@ -79,12 +83,12 @@ def register(group: click.Group) -> None:
                   f"default job: {EMBEDDED_DEFAULT_JOB.max_tokens}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str,
+                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str, condition: str, store: str,
                 study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
                 temperature: float, max_tokens: int | None, cache: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
-                           domains=domains, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
+                           domains=domains, split=split, splits=splits, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
                            temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                            workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url)
         built = build_study(cfg)
