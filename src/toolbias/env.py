@@ -18,12 +18,13 @@ result and change nothing.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .catalog.model import Catalog, NativeAction, Task, Tool, json_copy
 from .catalog.validation import validate_action
+from .errors import CatalogError
+from .plugins import Plugin, Registry
 
 DEFAULT_EFFECT: Mapping[str, Any] = {"kind": "set", "target": []}
 
@@ -51,6 +52,7 @@ def _apply_event(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str
     obj["last"] = attrs
 
 
+#: how each of the catalog format's EFFECT_KINDS changes an object's state
 EFFECTS = {"set": _apply_set, "append": _apply_append, "remove": _apply_remove, "event": _apply_event}
 
 
@@ -111,11 +113,11 @@ class EpisodeEnvironment(Protocol):
     def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]: ...
 
 
-#: environments a catalog may name in ``meta["environment"]``: (module, class), imported on first
-#: use (they wrap third-party code, installed as an extra)
-ENVIRONMENT_KINDS: dict[str, tuple[str, str]] = {
-    "bfcl-multi": ("toolbias.env_bfcl", "BfclMultiEnvironment"),
-}
+#: environments a catalog may name in ``meta["environment"]`` (they wrap third-party code,
+#: installed as an extra, and are imported when first used)
+ENVIRONMENT_KINDS: Registry[Callable[[Catalog, Task], EpisodeEnvironment]] = Registry("environment", {
+    "bfcl-multi": Plugin("toolbias.env_bfcl:BfclMultiEnvironment", extra="bfcl"),
+}, error=CatalogError)
 
 
 def make_environment(catalog: Catalog, task: Task) -> EpisodeEnvironment:
@@ -123,11 +125,5 @@ def make_environment(catalog: Catalog, task: Task) -> EpisodeEnvironment:
     kind = catalog.meta.get("environment")
     if not kind:
         return Environment(catalog, task.domain)
-    if kind not in ENVIRONMENT_KINDS:
-        from .errors import CatalogError
-
-        raise CatalogError(f"unknown environment '{kind}'", where=catalog.name,
-                           fix=f"use one of: {', '.join(ENVIRONMENT_KINDS)}")
-    module, name = ENVIRONMENT_KINDS[kind]
-    env: EpisodeEnvironment = getattr(importlib.import_module(module), name)(catalog, task)
-    return env
+    factory = ENVIRONMENT_KINDS.resolve(str(kind), where=catalog.name)
+    return factory(catalog, task)

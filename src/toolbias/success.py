@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from .catalog.model import NativeAction, canonical_json
+from .canonical import canonical_json
+from .catalog.model import NativeAction
 
 
 class MatchRule(str, Enum):

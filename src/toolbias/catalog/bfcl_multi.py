@@ -30,7 +30,6 @@ from typing import Any
 
 from ..errors import CatalogError
 from .bfcl import convert_schema
-from .loaders import register_catalog_kind
 from .model import ISOLATED_DOMAINS, Catalog, Domain, NativeAction, Task, Tool
 from .validation import arguments_error
 
@@ -184,11 +183,6 @@ def load_bfcl_multi(category: str = "base") -> Catalog:
     meta = {"bfcl": {"categories": [name], "skipped": dict(skipped), "notes": dict(notes), "tasks": len(tasks)},
             ISOLATED_DOMAINS: True, "environment": ENVIRONMENT}
     return Catalog(name=f"bfcl-multi:{category}", domains=tuple(domains), tasks=tuple(tasks), meta=meta)
-
-
-@register_catalog_kind("bfcl-multi")
-def _load(arg: str) -> Catalog:
-    return load_bfcl_multi(arg)
 
 
 __all__ = ["CATEGORIES", "ENVIRONMENT", "api_class", "bfcl_eval_root", "load_bfcl_multi", "parse_call"]
