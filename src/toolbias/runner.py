@@ -145,12 +145,13 @@ def model_behaviour(model: ModelAPI) -> dict[str, Any]:
 
 
 def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
-    """A stratified (domain x gold length) sample of ``n`` tasks, deterministic for a seed."""
+    """A stratified (domain x gold length) sample of ``n`` tasks, deterministic for a seed; tasks
+    with a ``category`` (BFCL's, whose every entry is a domain of its own) by category instead."""
     if n >= len(tasks):
         return list(tasks)
     strata: dict[tuple[str, int], list[Task]] = defaultdict(list)
     for t in sorted(tasks, key=lambda t: t.id):
-        strata[(t.domain, len(t.gold))].append(t)
+        strata[(str(t.meta.get("category") or t.domain), len(t.gold))].append(t)
     total = len(tasks)
     quotas = {k: n * len(v) / total for k, v in strata.items()}
     alloc = {k: int(q) for k, q in quotas.items()}
@@ -169,9 +170,12 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     if not tasks:
         raise ToolbiasError(f"catalog '{catalog.name}' has no tasks", fix="use a catalog with a query set")
     if cfg.domains:
+        # a catalog of one domain per entry (BFCL) is chosen from by category too (--domains parallel)
+        categories = {str(t.meta["category"]) for t in tasks if t.meta.get("category")}
         for d in cfg.domains:
-            catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
-        tasks = [t for t in tasks if t.domain in cfg.domains]
+            if d not in categories:
+                catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
+        tasks = [t for t in tasks if t.domain in cfg.domains or t.meta.get("category") in cfg.domains]
     if cfg.split:
         from .splits import load_splits
 

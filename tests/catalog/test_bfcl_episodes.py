@@ -149,3 +149,13 @@ def test_verify_every_variant_passes_on_each_category(category: str, tmp_path: P
     results = json.loads(out.output)
     rows = results if isinstance(results, list) else results.get("variants", results)
     assert len(rows) >= 40 and all(r["ok"] for r in rows), [r for r in rows if not r["ok"]][:3]
+
+
+def test_categories_choose_and_stratify_entries(catalog: Catalog) -> None:
+    from toolbias.runner import select_tasks
+
+    parallel = select_tasks(catalog, StudyConfig(catalog=f"bfcl:{BFCL}", domains=("parallel",)))
+    assert parallel and all(t.meta["category"] == "parallel" for t in parallel)
+    assert len(parallel) == sum(1 for t in catalog.tasks if t.meta["category"] == "parallel")
+    sample = select_tasks(catalog, StudyConfig(catalog=f"bfcl:{BFCL}", sample=30))
+    assert {t.meta["category"] for t in sample} == {t.meta["category"] for t in catalog.tasks}
