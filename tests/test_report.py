@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from testlayers import NamespaceByClass
+from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction
 from toolbias.cli import cli
 from toolbias.codec import Codec, Control
@@ -27,6 +28,7 @@ from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report import ReportSettings, build_report
 from toolbias.report.html import render_html
 from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.variants import VariantSpec, build_codec
 
 PAYLOAD = "<script>alert(1)</script><img src=x onerror=\"document.title='pwned'\">"
 FAST = ReportSettings(n_resamples=500, repeats=10)
@@ -201,7 +203,14 @@ def test_json(outputs: dict[str, Any], study: dict[str, Any]) -> None:
     assert {p["variant"] for p in data["probes"]} == {"native", "strip_descriptions"}
     assert data["difficulty"]["estimates"] and data["difficulty"]["summaries"]
     assert data["function_ratios"]["native"] == 1.0
-    assert any("class_namespace" in n for n in data["notes"])  # not in the registry: no ratio
+    # a variant given as a spec file (its operator no longer registered): the ratio the study stored
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(OPERATORS, NamespaceByClass.op, NamespaceByClass)
+        catalog = load_catalog(study["catalog"])
+        codec = build_codec(catalog, VariantSpec.from_file(study["root"] / "class_namespace.json"))
+    assert data["function_ratios"]["class_namespace"] == pytest.approx(
+        codec.function_count() / Codec(catalog, []).function_count())
+    assert not any("class_namespace" in n for n in data["notes"])
 
 
 def test_csv_is_the_per_episode_table(outputs: dict[str, Any], study: dict[str, Any]) -> None:

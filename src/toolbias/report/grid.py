@@ -29,7 +29,7 @@ from ..stats import (
     schema_form_gap,
     variant_differences,
 )
-from ..store import Store, episodes_dataframe
+from ..store import Store, StudyMeta, episodes_dataframe
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -65,6 +65,8 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: the study filter the report was built with (None: every study in the store)
     study: str | None = None
+    #: native tool uid -> class, as the studies stored it (None: not stored, or catalogs disagree)
+    classes: dict[str, str] | None = None
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -183,6 +185,41 @@ def function_ratios(catalog_spec: str, variants: Sequence[str],
     return out, notes
 
 
+def stored_function_ratios(metas: Mapping[str, StudyMeta], studies: Iterable[str],
+                           variants: Sequence[str]) -> tuple[dict[str, float], list[str]]:
+    """variant -> ``function_count(variant) / function_count(native)`` as the ``studies``
+    stored them when they ran (:class:`~toolbias.store.StudyMeta`); variants no study stored
+    are left out (the caller rebuilds those). Studies disagreeing on a variant (another
+    catalog, an edited spec file under the same name) are named in a note; the first is shown."""
+    found: dict[str, dict[float, list[str]]] = {}
+    for name in studies:
+        meta = metas.get(name)
+        if meta is None or not meta.native_function_count:
+            continue
+        for v in variants:
+            vm = meta.variants.get(v)
+            if vm is not None:
+                found.setdefault(v, {}).setdefault(vm.function_count / meta.native_function_count, []).append(name)
+    out: dict[str, float] = {}
+    notes: list[str] = []
+    for v in variants:
+        if v not in found:
+            continue
+        ratios = found[v]
+        out[v] = next(iter(ratios))
+        if len(ratios) > 1:
+            notes.append(f"variant '{v}' has different function-count ratios in different studies ("
+                         + "; ".join(f"{r:.3f}: {', '.join(sorted(n))}" for r, n in ratios.items())
+                         + f"): {out[v]:.3f} is shown")
+    return out, notes
+
+
+def stored_classes(metas: Mapping[str, StudyMeta], studies: Iterable[str]) -> dict[str, str] | None:
+    """Native uid -> class from the studies' stored catalogs, if they stored one catalog."""
+    catalogs = {(m.catalog, m.fingerprint): m.classes for n in studies if (m := metas.get(n)) is not None}
+    return next(iter(catalogs.values())) if len(catalogs) == 1 else None
+
+
 def build_report(store: str | Path | Store, *, settings: ReportSettings | None = None,
                  catalog: str | None = None, study: str | None = None) -> ReportData:
     """Compute every section of the report from a store."""
@@ -193,6 +230,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         df = episodes_dataframe(st, kind="task")
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
+        metas = st.study_meta()
     finally:
         if own:
             st.close()
@@ -222,10 +260,17 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     catalogs = sorted({str(c) for c in df["catalog"]} | {str(r["catalog"]) for r in probe_rows})
     if len(catalogs) > 1:
         notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
+    task_variants = [v for v in variants if v in set(df["variant"])]
+    task_studies = sorted({str(x) for x in df["study"]})
     ratios: dict[str, float] = {}
+    if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
+        ratios, more = stored_function_ratios(metas, task_studies, task_variants)
+        notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
-    if spec and len(df):
-        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline)
+    missing = [v for v in task_variants if v not in ratios]
+    if spec and missing:
+        rebuilt, more = function_ratios(spec, missing, settings.baseline)
+        ratios = {v: ratios[v] if v in ratios else rebuilt[v] for v in task_variants if v in ratios or v in rebuilt}
         notes.extend(more)
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
@@ -236,7 +281,8 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
-        catalogs=catalogs, notes=notes, study=study)
+        catalogs=catalogs, notes=notes, study=study,
+        classes=stored_classes(metas, task_studies + sorted({str(r["study"]) for r in probe_rows})))
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
@@ -321,4 +367,4 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
 
 
 __all__ = ["FAILURE_MODES", "EpisodeView", "ReportData", "ReportSettings", "build_report", "dumps",
-           "function_ratios", "open_store", "select_episodes", "variant_order"]
+           "function_ratios", "open_store", "select_episodes", "stored_classes", "stored_function_ratios", "variant_order"]

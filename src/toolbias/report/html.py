@@ -434,7 +434,10 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
 
 
 def _classes(data: ReportData) -> dict[str, str] | None:
-    """Native uid -> class for the store's catalog (for wrong-class explanations), if loadable."""
+    """Native uid -> class for the store's catalog (for wrong-class explanations): as the studies
+    stored it, else from the catalog if loadable."""
+    if data.classes is not None:
+        return data.classes
     if len(data.catalogs) != 1:
         return None
     try:
