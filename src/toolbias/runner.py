@@ -121,7 +121,6 @@ class Study:
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
         }
 
-
     def meta(self) -> StudyMeta:
         """What the report needs to know about this study's catalog and variants, stored when it runs."""
         native = Codec(self.catalog, []).function_count()

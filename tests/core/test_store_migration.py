@@ -122,3 +122,16 @@ def test_a_file_from_a_newer_toolbias_is_refused(old_store: Path) -> None:
     con.close()
     with pytest.raises(StoreError, match="schema version"):
         Store(old_store)
+
+
+def test_a_selection_only_file_migrates(old_store: Path) -> None:
+    """A file the previous selection store wrote on its own (no meta table, no episodes)."""
+    con = sqlite3.connect(old_store)
+    for table in ("meta", "studies", "episodes"):
+        con.execute(f"DROP TABLE {table}")
+    con.commit()
+    con.close()
+    with SelectionStore(old_store) as st:
+        assert st.schema_version() == SCHEMA_VERSION and len(st.records()) == 40
+    assert layout(old_store)[:2] == (SCHEMA_VERSION, str(SCHEMA_VERSION))
+    assert invoke("select", "metrics", "--store", str(old_store), "--json") == EXPECTED["select_metrics"]
