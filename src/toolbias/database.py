@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -139,6 +139,17 @@ class Database:
         """All rows of one SELECT (under the lock)."""
         with self.lock:
             return self.db.execute(sql, args).fetchall()
+
+    def iterate(self, sql: str, args: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
+        """The rows of one SELECT, fetched ``batch`` at a time (a large table never sits in memory)."""
+        with self.lock:
+            cursor = self.db.execute(sql, args)
+        while True:
+            with self.lock:
+                rows = cursor.fetchmany(batch)
+            if not rows:
+                return
+            yield from rows
 
     def write(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """``sql`` once per row, in one transaction."""

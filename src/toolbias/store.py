@@ -226,7 +226,7 @@ class Store(Database):
                 args.append(val)
         cols = ",".join(c if (with_record or c != "record") else "'{}'" for c in COLUMNS)
         q = f"SELECT {cols} FROM episodes" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
-        for row in self.query(q, args):
+        for row in self.iterate(q, args):
             yield EpisodeRow.from_row(row)
 
     def count(self, status: str | None = None) -> int:
