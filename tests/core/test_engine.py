@@ -137,7 +137,7 @@ def test_cpu_bound_kinds_play_in_forked_workers_with_the_parent_writing(tmp_path
         pids = {p for (p,) in db.query("SELECT DISTINCT pid FROM echo")}
     assert os.getpid() not in pids and kind.ran == []  # played elsewhere
     assert len(kind.summaries) == 2 and sum(n for _, n in kind.summaries) == 300
-    assert {pid for pid, _ in kind.summaries} == pids
+    assert pids <= {pid for pid, _ in kind.summaries}  # (a worker that started late may have played none)
 
 
 def test_kinds_that_are_not_cpu_bound_stay_in_this_process(tmp_path: Path) -> None:
