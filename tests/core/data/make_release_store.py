@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 def main(out: Path) -> None:
     from test_selection_support import ChooserModel, always_first
+
     from toolbias.cli import cli
     from toolbias.selection import SelectionStore, builtin_benchmark, run_selection
     from toolbias.selection.mitigate import aevaluate_filter, arun_mitigation, builtin_filter_set
