@@ -211,6 +211,8 @@ def test_json(outputs: dict[str, Any], study: dict[str, Any]) -> None:
     assert data["function_ratios"]["class_namespace"] == pytest.approx(
         codec.function_count() / Codec(catalog, []).function_count())
     assert not any("class_namespace" in n for n in data["notes"])
+    assert data["variant_steps"]["class_namespace"] == [[NamespaceByClass.op, {}]]
+    assert data["variant_steps"]["native"] == [] and set(data["variant_steps"]) == set(data["variants"])
 
 
 def test_csv_is_the_per_episode_table(outputs: dict[str, Any], study: dict[str, Any]) -> None:
@@ -271,6 +273,7 @@ def test_html_has_every_failure_mode_every_variant_and_the_drill_down(outputs: d
     assert "data:image/png;base64," in page                      # figures embedded, self-contained
     assert "src=\"http" not in page and "<link" not in page
     assert "Why it failed" in page and "Conversation" in page and "native: set_" in page
+    assert f"steps: {NamespaceByClass.op}</p>" in page  # a spec-file variant's steps, as the study stored them
 
 
 def test_a_drill_down_limit_keeps_every_failure_mode(study: dict[str, Any]) -> None:

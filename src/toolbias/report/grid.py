@@ -29,7 +29,8 @@ from ..stats import (
     schema_form_gap,
     variant_differences,
 )
-from ..store import Store, StudyMeta, episodes_dataframe
+from ..store import Store, episodes_dataframe
+from .stored import stored_classes, stored_function_ratios, stored_steps
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -67,6 +68,8 @@ class ReportData:
     study: str | None = None
     #: native tool uid -> class, as the studies stored it (None: not stored, or catalogs disagree)
     classes: dict[str, str] | None = None
+    #: variant -> its steps ``[[op, params], ...]`` as the studies ran them (older studies: absent)
+    variant_steps: dict[str, list[Any]] = field(default_factory=dict)
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -103,6 +106,7 @@ class ReportData:
                            "estimates": [e.to_dict() for e in self.difficulty],
                            "summaries": [s.to_dict() for s in self.prediction]},
             "function_ratios": self.function_ratios,
+            "variant_steps": self.variant_steps,
             "notes": self.notes,
         })
 
@@ -185,41 +189,6 @@ def function_ratios(catalog_spec: str, variants: Sequence[str],
     return out, notes
 
 
-def stored_function_ratios(metas: Mapping[str, StudyMeta], studies: Iterable[str],
-                           variants: Sequence[str]) -> tuple[dict[str, float], list[str]]:
-    """variant -> ``function_count(variant) / function_count(native)`` as the ``studies``
-    stored them when they ran (:class:`~toolbias.store.StudyMeta`); variants no study stored
-    are left out (the caller rebuilds those). Studies disagreeing on a variant (another
-    catalog, an edited spec file under the same name) are named in a note; the first is shown."""
-    found: dict[str, dict[float, list[str]]] = {}
-    for name in studies:
-        meta = metas.get(name)
-        if meta is None or not meta.native_function_count:
-            continue
-        for v in variants:
-            vm = meta.variants.get(v)
-            if vm is not None:
-                found.setdefault(v, {}).setdefault(vm.function_count / meta.native_function_count, []).append(name)
-    out: dict[str, float] = {}
-    notes: list[str] = []
-    for v in variants:
-        if v not in found:
-            continue
-        ratios = found[v]
-        out[v] = next(iter(ratios))
-        if len(ratios) > 1:
-            notes.append(f"variant '{v}' has different function-count ratios in different studies ("
-                         + "; ".join(f"{r:.3f}: {', '.join(sorted(n))}" for r, n in ratios.items())
-                         + f"): {out[v]:.3f} is shown")
-    return out, notes
-
-
-def stored_classes(metas: Mapping[str, StudyMeta], studies: Iterable[str]) -> dict[str, str] | None:
-    """Native uid -> class from the studies' stored catalogs, if they stored one catalog."""
-    catalogs = {(m.catalog, m.fingerprint): m.classes for n in studies if (m := metas.get(n)) is not None}
-    return next(iter(catalogs.values())) if len(catalogs) == 1 else None
-
-
 def build_report(store: str | Path | Store, *, settings: ReportSettings | None = None,
                  catalog: str | None = None, study: str | None = None) -> ReportData:
     """Compute every section of the report from a store."""
@@ -266,6 +235,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
         ratios, more = stored_function_ratios(metas, task_studies, task_variants)
         notes.extend(more)
+    all_studies = task_studies + sorted({str(r["study"]) for r in probe_rows})
+    steps, more = stored_steps(metas, all_studies, variants)
+    notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
     missing = [v for v in task_variants if v not in ratios]
     if spec and missing:
@@ -282,7 +254,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
         catalogs=catalogs, notes=notes, study=study,
-        classes=stored_classes(metas, task_studies + sorted({str(r["study"]) for r in probe_rows})))
+        classes=stored_classes(metas, all_studies), variant_steps=steps)
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
@@ -367,4 +339,4 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
 
 
 __all__ = ["FAILURE_MODES", "EpisodeView", "ReportData", "ReportSettings", "build_report", "dumps",
-           "function_ratios", "open_store", "select_episodes", "stored_classes", "stored_function_ratios", "variant_order"]
+           "function_ratios", "open_store", "select_episodes", "variant_order"]

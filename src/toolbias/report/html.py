@@ -29,6 +29,7 @@ from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
+from .stored import format_steps
 from .tables import pct, pp
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -244,6 +245,8 @@ def _variant_sections(data: ReportData, episodes: Sequence[EpisodeView]) -> str:
         if v in data.function_ratios:
             out.append(f'<p class="muted">function-count ratio vs {e(data.settings.baseline)}: '
                        f"{data.function_ratios[v]:.2f}</p>")
+        if v in data.variant_steps:
+            out.append(f'<p class="muted">steps: {e(format_steps(data.variant_steps[v]))}</p>')
         rows = []
         for c in cells:
             d = diffs.get(c.key)
