@@ -44,6 +44,8 @@ class StudyConfig:
     variants: str = "representative"
     tasks: int | None = None          # first N tasks (in file order)
     domains: tuple[str, ...] = ()     # only tasks of these domains (all when empty)
+    split: str | None = None          # only this part ("train" / "eval") of the splits manifest
+    splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     seed: int = 0
     control: Control = Control.STRICT
@@ -65,6 +67,8 @@ class StudyConfig:
     @property
     def study_name(self) -> str:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        if self.study is None and self.split:
+            base += f"|{self.split}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -168,6 +172,10 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         for d in cfg.domains:
             catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
         tasks = [t for t in tasks if t.domain in cfg.domains]
+    if cfg.split:
+        from .splits import load_splits
+
+        tasks = load_splits(cfg.splits, catalog).tasks(tasks, cfg.split)
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:
@@ -227,7 +235,7 @@ _SUCCESS, _STATUS = COLUMNS.index("success"), COLUMNS.index("status")
 def _forkable(model: ModelAPI) -> bool:
     """Episodes may play in forked workers: the provider is CPU-bound and has no response
     cache (a file the workers would share)."""
-    return bool(model.cpu_bound) and getattr(model, "cache", None) is None
+    return bool(model.cpu_bound) and not model.caches_responses
 
 
 def worker_count(study: Study, n_episodes: int) -> int:
@@ -243,8 +251,7 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
     def __init__(self, study: Study, episode_cfg: EpisodeConfig) -> None:
         self.study, self.episode_cfg = study, episode_cfg
         self.cpu_bound = _forkable(study.model)
-        found = getattr(study.model, "stats", None)
-        self.stats = found if isinstance(found, WrapperStats) else None
+        self.stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
         self._before: WrapperStats | None = None
 
     def key(self, item: PlanItem) -> str:

@@ -10,7 +10,6 @@ configuration differs from the new one is refused with the differences listed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .canonical import canonical_json, sha256_of, sha256_text
 from .database import EPISODE_COLUMNS, Database, insert_sql
 from .errors import StoreError
 
@@ -27,8 +27,7 @@ _INSERT = insert_sql("episodes", COLUMNS)
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+    return sha256_of(value, n)
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -72,14 +71,11 @@ def episode_keys(*, model: str, settings_hash: str, catalog: str, variant: str, 
     ``[model, settings_hash, catalog, variant, task_id, control, condition, seed, kind]``, with
     the canonical JSON of the fields that do not change built once (a grid plans one key per
     episode)."""
-    def dump(v: Any) -> str:
-        return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
-
-    head = "[" + ",".join(map(dump, [model, settings_hash, catalog, variant])) + ","
-    tail = "," + ",".join(map(dump, [control, condition, seed, kind])) + "]"
+    head = "[" + ",".join(map(canonical_json, [model, settings_hash, catalog, variant])) + ","
+    tail = "," + ",".join(map(canonical_json, [control, condition, seed, kind])) + "]"
 
     def key(task_id: str) -> str:
-        return hashlib.sha256(f"{head}{dump(task_id)}{tail}".encode()).hexdigest()[:32]
+        return sha256_text(f"{head}{canonical_json(task_id)}{tail}", 32)
     return key
 
 
