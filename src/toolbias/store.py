@@ -184,10 +184,9 @@ class Store(Database):
         with self.lock:
             self.db.execute("INSERT OR REPLACE INTO study_catalogs VALUES (?, ?, ?, ?, ?)",
                             (meta.study, meta.catalog, meta.fingerprint, meta.native_function_count,
-                             json.dumps(meta.classes, sort_keys=True, ensure_ascii=False)))
+                             canonical_json(meta.classes)))
             self.db.executemany("INSERT OR REPLACE INTO study_variants VALUES (?, ?, ?, ?, ?)",
-                                [(meta.study, v.variant, json.dumps(v.steps, sort_keys=True, ensure_ascii=False,
-                                                                    default=str), v.steps_hash, v.function_count)
+                                [(meta.study, v.variant, canonical_json(v.steps), v.steps_hash, v.function_count)
                                  for v in meta.variants.values()])
             self.db.commit()
 
