@@ -232,7 +232,7 @@ def worker_count(study: Study, n_episodes: int) -> int:
     want = study.config.workers
     model = study.model
     if (want is not None and want <= 1) or n_episodes < 2 or not model.cpu_bound \
-            or getattr(model, "cache", None) is not None or not fork_available():
+            or model.caches_responses or not fork_available():
         return 1
     if want is None:
         want = available_cpus() if n_episodes >= MIN_FORKED_EPISODES else 1
@@ -299,8 +299,7 @@ async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeCon
 
 async def _play_forked(study: Study, todo: list[PlanItem], episode_cfg: EpisodeConfig, sink: _Sink,
                        n_workers: int) -> None:
-    found = getattr(study.model, "stats", None)
-    stats = found if isinstance(found, WrapperStats) else None
+    stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
 
     async def work(indices: Iterator[int], emit: Emit) -> WrapperStats | None:
         before = replace(stats) if stats is not None else None

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from minicatalog import mini_catalog
+from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
 from toolbias.training import EnvOptions, Reward, sft_examples
 from toolbias.training.hf import EPISODE_KEY

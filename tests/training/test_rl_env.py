@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from minicatalog import mini_catalog
+from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
 from toolbias.codec import Control
 from toolbias.training import EnvOptions, Reward, ToolEnv, sft_examples

@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from minicatalog import mini_catalog
+from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
 from toolbias.cli import cli
 from toolbias.training import TraceOptions, sft_examples

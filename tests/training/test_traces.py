@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from minicatalog import mini_catalog
+from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
 from toolbias.catalog import load_catalog
 from toolbias.episode import EpisodeConfig, run_episode
