@@ -38,7 +38,9 @@ from .store import Store
 
 
 @dataclass
-class Recommendation:
+class VariantEstimate:
+    """A candidate's success on the tasks it played, with a task-bootstrap interval."""
+
     variant: str
     functions: int
     ratio: float
@@ -46,13 +48,17 @@ class Recommendation:
     success: float
     ci_low: float
     ci_high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Recommendation(VariantEstimate):
     diff_to_best: float
     diff_ci_low: float
     diff_ci_high: float
     tied_with_best: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def rank_variants(study: Study, store: Store, *, seed: int = 0) -> list[Recommendation]:
@@ -106,21 +112,11 @@ class Round:
 
 
 @dataclass
-class Ranked:
-    """A candidate after halving: its success on the tasks it played (interval), and the round it
-    left in (None: a finalist, which played the whole sample)."""
+class Ranked(VariantEstimate):
+    """A candidate after halving, and the round it left in (None: a finalist, which played the
+    whole sample)."""
 
-    variant: str
-    functions: int
-    ratio: float
-    n: int
-    success: float
-    ci_low: float
-    ci_high: float
     eliminated_in: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -302,5 +298,5 @@ def export_variant(choice: str, cfg: StudyConfig, directory: str | Path, result:
     return paths
 
 
-__all__ = ["HalvingResult", "Ranked", "Recommendation", "Round", "export_variant", "halving_schedule",
+__all__ = ["HalvingResult", "Ranked", "Recommendation", "Round", "VariantEstimate", "export_variant", "halving_schedule",
            "rank_variants", "recommend", "round_robin", "successive_halving"]
