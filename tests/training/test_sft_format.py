@@ -28,7 +28,7 @@ def no_nulls(messages):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tests.training.tiny import tiny_tokenizer
+    from tests.support.tiny import tiny_tokenizer
 
     rows = list(sft_examples(CODECS, CAT.tasks))
     return tiny_tokenizer([json.dumps(r) for r in rows], vocab_size=600)
@@ -69,7 +69,7 @@ def test_rows_render_through_a_real_chat_template_with_tools(tokenizer):
 def test_trl_sft_trainer_takes_the_rows_and_learns_only_assistant_turns(tokenizer, tmp_path):
     torch = pytest.importorskip("torch", reason="needs the train extra (pip install 'toolbias[train]')")
     trl = pytest.importorskip("trl", reason="needs the train extra (pip install 'toolbias[train]')")
-    from tests.training.tiny import tiny_model
+    from tests.support.tiny import tiny_model
     from toolbias.training.hf import sft_dataset
 
     torch.set_num_threads(1)
@@ -95,7 +95,7 @@ def test_trl_sft_trainer_takes_the_rows_and_learns_only_assistant_turns(tokenize
 def test_trl_assistant_only_loss_on_message_rows_skips_tool_results(tokenizer, tmp_path):
     pytest.importorskip("torch", reason="needs the train extra (pip install 'toolbias[train]')")
     trl = pytest.importorskip("trl", reason="needs the train extra (pip install 'toolbias[train]')")
-    from tests.training.tiny import tiny_model
+    from tests.support.tiny import tiny_model
     from toolbias.training.hf import sft_dataset
 
     rows = list(sft_examples([CODECS[1]], CAT.tasks[:2]))  # reference resolution: replies between turns

@@ -18,7 +18,7 @@ for _package in ("torch", "transformers", "trl", "datasets", "peft"):
 def tiny_dir(tmp_path_factory):
     import torch
 
-    from tests.training.tiny import tiny_model, tiny_tokenizer
+    from tests.support.tiny import tiny_model, tiny_tokenizer
     from toolbias import VariantSpec, build_codec
     from toolbias.catalog import load_catalog
 
