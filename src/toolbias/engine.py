@@ -9,7 +9,7 @@ A job kind says what one job is and how its result is stored; the engine does th
 
     class Echo(JobKind[str, str]):
         def key(self, item: str) -> str:                      # the resume key: a hash of what defines the job
-            return stable_hash(["echo", item])
+            return sha256_of(["echo", item])      # (toolbias.canonical)
         async def run_one(self, item: str, key: str) -> str:  # one job: ask the model, parse, score
             return item.upper()
         def row(self, item: str, key: str, result: str) -> Row:   # the stored column values, serialised once
@@ -29,6 +29,11 @@ Rules for a kind:
   models) play in forked workers (``workers > 1``). Counters a worker changes in its own copy
   reach the parent through :meth:`JobKind.worker_start`, :meth:`JobKind.worker_summary` and
   :meth:`JobKind.absorb`.
+
+Where rows go: a table of the results file (:mod:`toolbias.database`). A new kind of record
+gets its table there (its ``CREATE TABLE IF NOT EXISTS`` in ``SCHEMA``, ``SCHEMA_VERSION``
+bumped: opening an older file then adds the table) and a small query class on
+:class:`~toolbias.database.Database`, as :class:`~toolbias.selection.store.SelectionStore`.
 """
 
 from __future__ import annotations
