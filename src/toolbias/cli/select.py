@@ -25,7 +25,7 @@ from rich.table import Table
 
 from ..errors import ToolbiasError
 from ..providers import ModelAPI
-from ..selection import figures as figs
+from ..report import selection as figs
 from ..selection import study
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
@@ -33,7 +33,7 @@ from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, buil
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
 from ..selection.records import GroupKey, SelectionRecord
-from ..selection.report import one_group, store_reports
+from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
