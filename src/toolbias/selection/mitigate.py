@@ -39,7 +39,6 @@ tools of the query's cluster with 8 - K distractors from other clusters.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import random
 import re
@@ -49,13 +48,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..canonical import sha256_of
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 from . import toolbench
 from .parse import match_name, strip_reasoning
 from .present import describe_parameters
 from .prompts import PAPER_FILTER
-from .records import SelectionRecord, Status, canonical, trial_key
+from .records import SelectionRecord, Status, trial_key
 from .runner import PROMPT_VERSION, SelectionRunner, Trial, plan_trials, run_config
 from .store import SelectionStore
 from .types import Benchmark, FilterExample, SelectionTool
@@ -182,7 +182,7 @@ async def filter_subset(model: ModelAPI, query: str, candidates: Sequence[Select
 
 
 def draw_seed(seed: int, *parts: object) -> int:
-    return int(hashlib.sha256(canonical([seed, *parts]).encode()).hexdigest()[:16], 16)
+    return int(sha256_of([seed, *parts], 16), 16)
 
 
 # --- filter-then-uniform on a benchmark -------------------------------------------------------------------
@@ -384,7 +384,7 @@ async def aevaluate_filter(filter_model: ModelAPI, examples: Sequence[FilterExam
         payload = {"settings": settings, "set": eval_set, "example": e.id, "query": e.query,
                    "candidates": [t.to_openai() for t in e.candidates], "config": config.to_dict(),
                    "prompt": PROMPT_VERSION if filter_style == "toolbias" else f"filter-{filter_style}"}
-        return hashlib.sha256(canonical(payload).encode()).hexdigest()
+        return sha256_of(payload)
 
     keys = [key(e) for e in examples]
     stored = {r["key"]: r for r in (store.filter_rows() if store else [])

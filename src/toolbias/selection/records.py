@@ -9,13 +9,12 @@ skips keys already stored as ``ok`` or ``unparsed`` and retries ``error`` ones.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ..canonical import sha256_of
 from .metrics import Selection
 
 #: the prompt of records written before prompts and sampling settings were stored, this project's own
@@ -148,14 +147,10 @@ class SelectionRecord:
                    paper_position=d.get("paper_position"))
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 def trial_key(*, settings: Mapping[str, Any], cluster_fingerprint: str, query: str, order: Sequence[int],
               presentation: str, condition: str, run: int, config: Mapping[str, Any], tool_choice: str | None,
               prompt_version: str, salt: str = "") -> str:
     payload = {"settings": settings, "cluster": cluster_fingerprint, "query": query, "order": list(order),
                "presentation": presentation, "condition": condition, "run": run, "config": config,
                "tool_choice": tool_choice, "prompt": prompt_version, "salt": salt}
-    return hashlib.sha256(canonical(payload).encode("utf-8")).hexdigest()
+    return sha256_of(payload)

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..canonical import canonical_json as canonical
 from ..providers.base import GenerateConfig, InfraError, ModelAPI, ModelOutput
 from .metrics import BiasReport, bias_report
 from .paper_parse import paper_reading
 from .present import PRESENTATIONS, Prompt, Request, build, build_request, parse, resolve_prompt
-from .records import SelectionRecord, Status, canonical, trial_key
+from .records import SelectionRecord, Status, trial_key
 from .scramble import scramble_tools
 from .store import SelectionStore
 from .types import Benchmark, Cluster, rotations

@@ -8,20 +8,19 @@ that every tool can serve; :func:`rotations` gives the k cyclic orders shown.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from ..canonical import sha256_text
 from ..errors import CatalogError
+from ..names import TOOL_NAME_RE as NAME_RE
 
 JSON = Any
 
 #: what an OpenAI function name may look like
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -98,8 +97,9 @@ class Cluster:
 
     @cached_property
     def _fingerprint(self) -> str:
+        # ASCII-escaped JSON (not canonical_json): the fingerprint is part of stored resume keys
         text = json.dumps([t.to_openai() for t in self.tools], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return sha256_text(text, 16)
 
     def with_tools(self, tools: Sequence[SelectionTool]) -> Cluster:
         return replace(self, tools=tuple(tools))
