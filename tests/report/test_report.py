@@ -294,7 +294,7 @@ def test_html_escapes_model_text(outputs: dict[str, Any]) -> None:
 
 
 def test_selection_fragments_are_appended(study: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolbias.selection as selection
+    import toolbias.report.selection as selection
 
     monkeypatch.setattr(selection, "html_fragments",
                         lambda store: [("Selection bias", "<p id='sel-frag'>API bias 0.12</p>")], raising=False)

@@ -364,16 +364,11 @@ def _rules_section() -> str:
 
 
 def selection_fragments(store: str) -> list[tuple[str, str]]:
-    """Sections offered by :mod:`toolbias.selection` (optional): if it exposes
-    ``html_fragments(store_path: str) -> Iterable[tuple[str, str] | str]`` (title and a
-    static HTML fragment), each is appended to the report. Failures become a note."""
-    try:
-        from .. import selection
-    except ImportError:
-        return []
-    fn = getattr(selection, "html_fragments", None)
-    if fn is None:
-        return []
+    """The tool-selection sections of the store (:func:`toolbias.report.selection.html_fragments`: title
+    and a static HTML fragment each), appended to the report. Failures become a note."""
+    from . import selection
+
+    fn = selection.html_fragments
     try:
         items = list(fn(store))
     except Exception as exc:  # a broken optional section must not break the report
