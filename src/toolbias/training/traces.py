@@ -189,12 +189,6 @@ def _episode_config(opts: TraceOptions) -> EpisodeConfig:
                          condition=Condition.INSTRUCTION if opts.instructions else Condition.BASE)
 
 
-def trace(task: Task, codec: Codec, options: TraceOptions | None = None, *, recovery: bool = False
-          ) -> EpisodeRecord:
-    """Play one trace episode (see the module doc)."""
-    return asyncio.run(run_episode(task, codec, TraceAgent(recovery=recovery), _episode_config(options or TraceOptions())))
-
-
 def sft_examples(codecs: Sequence[Codec], tasks: Sequence[Task], options: TraceOptions | None = None, *,
                  condition_instruction: bool | None = None) -> Iterator[dict[str, Any]]:
     """One trace per task, the variant rotating over ``codecs`` (a mixture).
@@ -238,4 +232,4 @@ def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: Trac
 
 
 __all__ = ["FINAL_ANSWER", "MIXTURES", "PAPER_MIXTURE", "TraceAgent", "TraceError", "TraceOptions", "hf_messages",
-           "refused_call", "sft_examples", "trace", "training_variants"]
+           "refused_call", "sft_examples", "training_variants"]
