@@ -92,6 +92,8 @@ def test_calls_recovered_from_text_and_the_turn_limit():
     a = CAT.tasks[0].gold[0]
     text = f'<tool_call>{json.dumps({"name": a.tool, "arguments": dict(a.arguments)})}</tool_call>'
     assert json.loads(env.step(text)[0]["content"])["ok"] is True and not env.done
+    turn = env.messages[2]  # the recovered call is the turn's call, no longer its text
+    assert turn["tool_calls"][0]["function"]["name"] == a.tool and "<tool_call>" not in turn["content"]
     env.step(text)
     assert env.done and env.record.termination.value == "turn_limit" and env.reward() == 0.0  # executed twice
     with pytest.raises(Exception, match="after the episode ended"):
