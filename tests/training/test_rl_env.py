@@ -100,3 +100,15 @@ def test_calls_recovered_from_text_and_the_turn_limit():
         env.step("again")
     env.reset()
     assert not env.done and env.executed == []
+
+
+def test_single_turn_reward_function_of_earlier_releases():
+    from toolbias import exact_success_reward
+
+    reward = exact_success_reward(CAT, {"native": NATIVE, "reference_resolution": REFERENCE})
+    t = CAT.tasks[0]
+    good = [{"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": a.tool, "arguments": json.dumps(dict(a.arguments))}} for a in t.gold]}]
+    text = "<tool_call>" + json.dumps({"name": t.gold[0].tool, "arguments": dict(t.gold[0].arguments)}) + "</tool_call>"
+    bad = [{"role": "assistant", "content": "I cannot do that."}]
+    assert reward([good, text, bad], task_id=[t.id] * 3, variant=["native"] * 3) == [1.0, 1.0, 0.0]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..catalog.model import Task
+from ..catalog.model import Catalog, Task
 from ..codec import Codec, Control, Outcome
 from ..env import Environment
 from ..episode import Condition, EpisodeConfig, EpisodeRecord, Termination, apply_call, system_message
@@ -158,6 +158,31 @@ class ToolEnv:
         return float(exact_success(self.record.executed, self.task.gold))
 
 
+def exact_success_reward(catalog: Catalog, codecs: Mapping[str, Codec], options: EnvOptions | None = None) -> Any:
+    """A TRL reward function for completions generated without the environment (earlier
+    releases' single-turn GRPO): each completion's assistant turns are played in a fresh
+    :class:`ToolEnv` of its row's ``task_id`` and ``variant``, and the environment's reward comes
+    back. A completion cannot read protocol replies this way (it could only guess handles), so
+    protocol variants need the multi-turn :class:`~toolbias.training.grpo.Rollout` with
+    ``env_reward`` instead."""
+    tasks = {t.id: t for t in catalog.tasks}
+
+    def reward(completions: Sequence[Any], task_id: Sequence[str], variant: Sequence[str], **_: Any) -> list[float]:
+        scores = []
+        for completion, tid, name in zip(completions, task_id, variant, strict=True):
+            env = ToolEnv(codecs[name], tasks[tid], options)
+            turns = completion if isinstance(completion, list) else [completion]
+            for turn in turns:
+                if env.done:
+                    break
+                if isinstance(turn, str) or turn.get("role", "assistant") == "assistant":
+                    env.step(turn)
+            scores.append(env.reward())
+        return scores
+
+    return reward
+
+
 def _turn_of(assistant: Any) -> tuple[list[ToolCall], str]:
     """The calls and the text of one assistant turn: a message (structured ``tool_calls``, else
     calls recovered from its text, which then leave the text), a list of ``{"name", "arguments"}``
@@ -178,4 +203,4 @@ def _turn_of(assistant: Any) -> tuple[list[ToolCall], str]:
     return out, ""
 
 
-__all__ = ["UNEXPLAINED", "EnvOptions", "Reward", "ToolEnv", "shaped_reward"]
+__all__ = ["UNEXPLAINED", "EnvOptions", "Reward", "ToolEnv", "exact_success_reward", "shaped_reward"]
