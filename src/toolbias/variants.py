@@ -82,8 +82,8 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
             raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=where,
                                fix=f"use one of: {', '.join(sorted(OPERATORS))}")
         params = {k: v for k, v in step.items() if k != "op"}
-        for earlier in layers:
-            if getattr(earlier, "protocol", False):
+        for earlier in layers:  # protocols stack (the artifact's curryind: references inside transactions)
+            if getattr(earlier, "protocol", False) and not getattr(cls, "protocol", False):
                 raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
                                    where=where,
                                    fix="put protocol operators (transaction, reference, discovery) last")

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import CatalogError
 from .model import Catalog, Domain, NativeAction, Task, Tool
@@ -121,7 +122,27 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                 raise CatalogError("malformed query row: it must be an object whose gold_calls is a list of "
                                    "{name, arguments} objects", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
-    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks))
+    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks),
+                   meta=_artifact_meta(root))
+
+
+def _artifact_meta(root: Path) -> dict[str, Any]:
+    """What the artifact declares beside its tools: the interval split's cut points
+    (``specs/pred.json``, one cut per numeric argument, computed by the paper on its full
+    query set) as ``interval_cuts`` {"domain::tool.param": cut}, and where its spec files are."""
+    meta: dict[str, Any] = {}
+    specs = root / "specs"
+    if specs.is_dir():
+        meta["specs_dir"] = str(specs)
+    pred = specs / "pred.json"
+    if pred.is_file():
+        data = read_json(pred)
+        ops = data.get("ops", []) if isinstance(data, dict) else []
+        cuts = {f"{o['group']}::{o['tool']}.{o['param']}": o["cuts"][0] for o in ops
+                if isinstance(o, dict) and o.get("op") == "split_predicate" and len(o.get("cuts") or []) == 1}
+        if cuts:
+            meta["interval_cuts"] = cuts
+    return meta
 
 
 __all__ = ["CATALOG_KINDS", "load_catalog", "register_catalog_kind", "infer_class"]

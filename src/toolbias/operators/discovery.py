@@ -45,6 +45,8 @@ class Discovery(Layer):
     op = "discovery"
     PARAMS = ("method", "tools", "name", "key")
     METHODS = ("per_tool", "catalog")
+    LENIENT = ("a tool (per_tool) or method (catalog) invoked before its schema was listed; an invoke naming the "
+               "wrong class when the method names exactly one tool of the episode's domain")
     protocol: ClassVar[bool] = True
     instruction = ("Tools are listed without their arguments. Before invoking a tool, call get_tool_schema "
                    "with its name to learn its arguments, then call the tool with arguments that follow that "
@@ -111,6 +113,11 @@ class Discovery(Layer):
         self.tools = tuple(out)
 
     # -- encoding -------------------------------------------------------------------
+    def lenient_decode(self, call: Call, tool: Tool, state: Any, domain: str) -> Forward | None:
+        if self._cat is not None:
+            return self._cat.lenient(call, tool, domain)
+        return Forward((call,)) if tool.uid in self.hidden else None  # invoked before its schema was asked
+
     def new_encode_state(self) -> Any:
         return set()
 

@@ -152,6 +152,8 @@ class Reference(Layer):
     op = "reference"
     PARAMS = ("method", "params", "select", "tools", "origin")
     METHODS = ("shared", "per_function")
+    LENIENT = ("a raw value where a reference is expected, and a reference returned for another argument, when "
+               "the value it stands for fits the argument's schema")
     protocol: ClassVar[bool] = True
     instruction = ("Some arguments take a reference id instead of a value. First call the matching "
                    "resolve_<argument> tool with the value you mean, then pass the ref_... id it returns as "
@@ -233,9 +235,8 @@ class Reference(Layer):
                     users = list(dict.fromkeys(t.name for t, _ in part))
                     if per_function:
                         base = f"resolve_{fn}__{param}"
-                        what = f"'{param}' of '{fn}'"
-                        desc = (f"Return an opaque handle for a {what} value given as query. Pass that handle, "
-                                f"not the value, as {param}.")
+                        desc = (f"Return an opaque handle for the {param} of {fn}, given its value as query. "
+                                f"Pass the handle, not the value, as {param} of {fn}.")
                     else:
                         base = f"resolve_{param}" if shared else f"resolve_{part[0][0].name}_{param}"
                         what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
@@ -265,11 +266,25 @@ class Reference(Layer):
             for k in chosen[t.uid]:
                 r = self._resolver_of[(t.uid, k)]
                 props[k] = {"type": "string",
-                            "description": f"Reference id for {_arg_name(k)} (ref_...), returned by {r.tool.name}."}
+                            "description": f"Opaque handle for {_arg_name(k)}, returned by {r.tool.name}."
+                            if per_function else
+                            f"Reference id for {_arg_name(k)} (ref_...), returned by {r.tool.name}."}
             params_ = dict(t.parameters)
             params_["properties"] = props
             out.append(Tool(t.name, t.description, params_, domain=t.domain, cls=t.cls, effect=t.effect))
         self.tools = tuple(out)
+
+    def lenient_decode(self, call: Call, tool: Tool, state: Any, domain: str) -> Forward | None:
+        keys = [k for k in self.referenced.get(tool.uid, []) if k in call.arguments]
+        if not keys:
+            return None
+        args = dict(call.arguments)
+        for k in keys:
+            value = _lenient_value(state.refs, call.arguments[k])
+            if value_error(self._param_schema[(tool.uid, k)], value, k) is not None:
+                return None
+            args[k] = value
+        return Forward((Call(call.name, args),))
 
     # -- encoding -------------------------------------------------------------------
     def new_encode_state(self) -> Any:
@@ -332,6 +347,13 @@ class Reference(Layer):
                               (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{k}: {rid!r} -> {entry[1]!r}"),))
             args[k] = entry[1]
         return Forward((Call(call.name, args),))
+
+
+def _lenient_value(refs: Mapping[str, tuple[str, Any]], given: Any) -> Any:
+    """The value a referenced argument's content most plausibly means: the value of any
+    reference returned in the session, else the content itself (a raw value)."""
+    entry = refs.get(given) if isinstance(given, str) else None
+    return entry[1] if entry is not None else given
 
 
 def _value_schemas(members: list[tuple[Tool, str]]) -> list[tuple[dict[str, Any], list[tuple[Tool, str]]]]:

@@ -162,6 +162,8 @@ class Transaction(Layer):
     op = "transaction"
     PARAMS = ("method", "tools", "writes", "min_args")
     METHODS = ("shared", "per_function")
+    LENIENT = ("nothing beyond the native call itself: a begin, write or commit out of order names no complete "
+               "native action (a commit lacking required arguments stays rejected)")
     protocol: ClassVar[bool] = True
     instruction = ("Every action runs as a transaction. Call begin with the operation you need to get a "
                    "handle, set the operation's arguments with write_<operation> (pass the handle; one or "
