@@ -75,7 +75,12 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     layers: list[Layer] = []
     tools: Sequence[Any] = catalog.tools
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
-    for i, step in enumerate(spec.steps):
+    steps = spec.steps
+    if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)
+        from .recipes import expand
+
+        steps = expand(steps, catalog, where)
+    for i, step in enumerate(steps):
         op = step.get("op")
         cls = OPERATORS.get(str(op))
         if cls is None:
