@@ -50,7 +50,7 @@ from typing import Any
 from .catalog.model import Catalog, Tool
 from .errors import VariantError
 from .operators import OPERATORS
-from .variants import VariantSpec, build_codec
+from .variants import VariantSpec, build_codec, is_artifact_spec
 
 #: artifact op kind -> toolbias operator
 KINDS: dict[str, str] = {
@@ -82,18 +82,6 @@ class Imported:
         lines += [f"  unsupported: {kind} x{n}: {why}" for kind, (n, why) in self.unsupported.items()]
         lines += [f"  approximate: {a}" for a in self.approximate]
         return "\n".join(lines)
-
-
-def is_artifact_spec(data: Any) -> bool:
-    """True for the artifact's spec forms (toolbias specs have ``steps``/known ops)."""
-    if not isinstance(data, Mapping):
-        return False
-    if "groups" in data and "arm" in data:
-        return True
-    ops = data.get("ops")
-    if "steps" in data or not isinstance(ops, list) or not ops:
-        return False
-    return all(isinstance(o, Mapping) and ("tool" in o or "tools" in o) and "group" in o for o in ops)
 
 
 def _uid(op: Mapping[str, Any], tool: Any = None) -> str:

@@ -2,7 +2,13 @@
 
 A recipe step ``{"op": "recipe", "name": NAME}`` stands for the concrete operator steps
 that rule gives on the catalog the variant is built on; :func:`expand` computes them
-(``build_codec`` calls it). One recipe so far:
+(``build_codec`` calls it). Two recipes:
+
+``artifact`` (``{"op": "recipe", "name": "artifact", "spec": {...}}``) -- one of the paper
+artifact's ``specs/*.json`` files (its ``ops`` or ``groups`` form), mapped onto toolbias
+steps by :func:`toolbias.artifact.import_spec` on the catalog (tool names in the file are
+the catalog's); a construct toolbias cannot build is an error naming it. Reading such a
+file as a variant spec (``--variants FILE``) gives this step.
 
 ``composed`` -- the paper's composed arm, the rule behind its artifact's
 ``specs/mixed.json`` (reproduced exactly on the artifact catalog): in each domain, the
@@ -45,7 +51,19 @@ def composed_ops(catalog: Catalog) -> dict[str, Any]:
     return {"ops": ops}
 
 
-RECIPES: dict[str, Callable[[Catalog], Mapping[str, Any]]] = {"composed": composed_ops}
+def _artifact_file(catalog: Catalog, step: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = step.get("spec")
+    if not isinstance(spec, Mapping):
+        raise VariantError("the artifact recipe needs 'spec': the artifact file's JSON object",
+                           fix="read the file with --variants FILE")
+    return spec
+
+
+#: recipe name -> (the artifact-form spec it gives on a catalog, the step parameters it takes)
+RECIPES: dict[str, tuple[Callable[[Catalog, Mapping[str, Any]], Mapping[str, Any]], frozenset[str]]] = {
+    "composed": (lambda catalog, _step: composed_ops(catalog), frozenset()),
+    "artifact": (_artifact_file, frozenset({"spec"})),
+}
 
 
 def expand(steps: Sequence[Mapping[str, Any]], catalog: Catalog, where: str) -> tuple[Mapping[str, Any], ...]:
@@ -55,16 +73,28 @@ def expand(steps: Sequence[Mapping[str, Any]], catalog: Catalog, where: str) -> 
         if step.get("op") != "recipe":
             out.append(step)
             continue
-        name = step.get("name")
-        make = RECIPES.get(str(name))
-        if make is None or set(step) - {"op", "name"}:
-            raise VariantError(f"unknown recipe {name!r} in step {i + 1}" if make is None
-                               else f"recipe step {i + 1} takes only 'name'", where=where,
+        name = str(step.get("name"))
+        recipe = RECIPES.get(name)
+        if recipe is None:
+            raise VariantError(f"unknown recipe {name!r} in step {i + 1}", where=where,
                                fix=f"use one of: {', '.join(RECIPES)}")
+        make, takes = recipe
+        extra = set(step) - {"op", "name"} - takes
+        if extra:
+            raise VariantError(f"recipe '{name}' (step {i + 1}) takes no parameter(s) {', '.join(sorted(extra))}",
+                               where=where, fix=f"use: {', '.join(sorted(takes)) or 'only name'}")
         if out:
             raise VariantError(f"recipe '{name}' must be the first step (it is defined on the native catalog)",
                                where=where, fix="put the recipe step first")
-        imported = import_spec(make(catalog), str(name), catalog)
+        try:
+            imported = import_spec(make(catalog, step), name, catalog)
+        except VariantError as exc:
+            raise VariantError(exc.what, where=f"{where}: {exc.where}" if exc.where else where, fix=exc.fix) from None
+        if imported.unsupported:
+            raise VariantError("the artifact spec uses constructs toolbias cannot build: " + "; ".join(
+                f"{k} x{n} ({why})" for k, (n, why) in imported.unsupported.items()), where=where,
+                fix="drop those ops from the file (toolbias.artifact.load_spec_file(..., partial=True) "
+                    "builds the rest)")
         out.extend(imported.spec.steps)
     return tuple(out)
 
