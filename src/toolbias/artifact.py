@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog.model import Catalog, Tool
+from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
 from .variants import VariantSpec, build_codec, is_artifact_spec
@@ -200,35 +201,35 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
     referenced argument keeps its native function's resolver (``origin``)."""
     from .verify import coverage_actions
 
+    def outer_tools(codec: Codec, native_uid: str) -> list[Tool]:
+        domain, _, name = native_uid.partition("::")
+        tool = catalog.tool(domain, name)
+        if tool is None:
+            raise VariantError(f"the artifact spec names '{native_uid}', which the catalog lacks",
+                               where=catalog.name, fix="import it with the catalog it was written for")
+        visible = {t.name: t for t in codec.tools_for(domain)}
+        found: dict[str, Tool] = {}
+        for action in coverage_actions(tool):
+            for call in codec.encode([action]):
+                hit = visible.get(call.name)
+                if hit is not None:
+                    found.setdefault(hit.uid, hit)
+        return list(found.values())
+
     for i, proto in enumerate(steps):
         if proto["op"] not in PROTOCOL_OPS or i == 0:
             continue
         codec = build_codec(catalog, VariantSpec("prefix", tuple(steps[:i])))
 
-        def outer_tools(native_uid: str) -> list[Tool]:
-            domain, _, name = native_uid.partition("::")
-            tool = catalog.tool(domain, name)
-            if tool is None:
-                raise VariantError(f"the artifact spec names '{native_uid}', which the catalog lacks",
-                                   where=catalog.name, fix="import it with the catalog it was written for")
-            visible = {t.name: t for t in codec.tools_for(domain)}
-            found: dict[str, Tool] = {}
-            for action in coverage_actions(tool):
-                for call in codec.encode([action]):
-                    hit = visible.get(call.name)
-                    if hit is not None:
-                        found.setdefault(hit.uid, hit)
-            return list(found.values())
-
         if proto["op"] == "transaction" and isinstance(proto.get("tools"), list):
-            proto["tools"] = list(dict.fromkeys(t.uid for ref in proto["tools"] for t in outer_tools(ref)))
+            proto["tools"] = list(dict.fromkeys(t.uid for ref in proto["tools"] for t in outer_tools(codec, ref)))
         elif proto["op"] == "reference" and isinstance(proto.get("params"), Mapping):
             params: dict[str, list[str]] = {}
             origin: dict[str, str] = {}
             lost = 0
             for ref, wanted in proto["params"].items():
                 names = [wanted] if isinstance(wanted, str) else list(wanted)
-                hits = outer_tools(ref)
+                hits = outer_tools(codec, ref)
                 for param in names:
                     carriers = [t for t in hits if param in t.properties]
                     lost += not carriers

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import CatalogError
 from .model import Catalog, Domain, NativeAction, Task, Tool
 from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
+from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 
 Loader = Callable[[str], Catalog]
@@ -105,6 +106,7 @@ def _load_toolschemaspace(arg: str) -> Catalog:
         tools.append(parse_tool(e, e["group"], where))
     systems: dict[str, str] = {}
     tasks: list[Task] = []
+    phrasings: dict[str, dict[str, str]] = {}  # task id -> {phrasing: text} (catalog.phrasing)
     for qfile in sorted(root.glob("queries*.jsonl")):
         for j, row in enumerate(read_jsonl(qfile)):
             where = f"{qfile}:{j + 1}"
@@ -115,6 +117,7 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                 tasks.append(Task(id=str(row["id"]), domain=domain, query=row.get("query") or row["query_base"],
                                   query_templated=row.get("query_base", ""), gold=gold,
                                   meta={"type": row.get("type", ""), "source": qfile.name}))
+                phrasings[str(row["id"])] = {k: v for k in _PHRASINGS if isinstance(v := row.get(k), str) and v}
             except KeyError as exc:
                 raise CatalogError(f"query row lacks field {exc}", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
@@ -123,7 +126,7 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                                    "{name, arguments} objects", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
     return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks),
-                   meta=_artifact_meta(root))
+                   meta={**_artifact_meta(root), "phrasings": phrasings})
 
 
 def _artifact_meta(root: Path) -> dict[str, Any]:

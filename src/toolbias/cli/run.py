@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..catalog.phrasing import PHRASINGS
 from ..codec import Control
 from ..episode import Condition
 from ..errors import ToolbiasError
@@ -113,10 +114,12 @@ def register(group: click.Group) -> None:
     @click.option("--max-tokens", type=int, default=512, show_default=True,
                   help=f"tokens per model turn [the embedded default job: {DEFAULT_LOCAL_MAX_TOKENS}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
+    @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
+                  help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
                 concurrency: int, workers: int | None, shard: str | None, turn_limit: int, temperature: float,
-                max_tokens: int, cache: str | None) -> None:
+                max_tokens: int, cache: str | None, phrasing: str) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         chosen_domains = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
         if model.startswith("local") and sample is None and tasks is None and not chosen_domains \
@@ -133,7 +136,7 @@ def register(group: click.Group) -> None:
                           control=Control(control), condition=Condition(condition), turn_limit=turn_limit,
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                           concurrency=concurrency, workers=workers, shard=_shard(shard), study=study, cache=cache,
-                          provider_options=options)
+                          provider_options=options, phrasing=phrasing)
         built = build_study(cfg)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
