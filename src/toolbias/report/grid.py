@@ -30,6 +30,7 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
+from .paper_tables import paper_tables
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -65,6 +66,9 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: the study filter the report was built with (None: every study in the store)
     study: str | None = None
+    #: the paper's arm-comparison tables (:mod:`toolbias.report.paper_tables`): merge_encodings
+    #: (Table 6), convention_mixture (Table 7), class_controls (Table 8)
+    paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -101,6 +105,7 @@ class ReportData:
                            "estimates": [e.to_dict() for e in self.difficulty],
                            "summaries": [s.to_dict() for s in self.prediction]},
             "function_ratios": self.function_ratios,
+            **self.paper_tables,
             "notes": self.notes,
         })
 
@@ -236,7 +241,8 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
-        catalogs=catalogs, notes=notes, study=study)
+        catalogs=catalogs, notes=notes, study=study,
+        paper_tables=paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf))
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
