@@ -51,7 +51,8 @@ from .catalog.model import Catalog, Tool
 from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
-from .variants import VariantSpec, build_codec, is_artifact_spec
+from .variant_spec import VariantSpec, is_artifact_spec
+from .variants import build_codec
 
 #: artifact op kind -> toolbias operator
 KINDS: dict[str, str] = {

@@ -45,6 +45,8 @@ class StudyConfig:
     variants: str = "representative"
     tasks: int | None = None          # first N tasks (in file order)
     domains: tuple[str, ...] = ()     # only tasks of these domains (all when empty)
+    split: str | None = None          # only this part ("train" / "eval") of the splits manifest
+    splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     seed: int = 0
     control: Control = Control.STRICT
@@ -67,8 +69,11 @@ class StudyConfig:
 
     @property
     def study_name(self) -> str:
-        base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}" + (
-            f"|{self.phrasing}" if self.phrasing != "query" else "")
+        base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        if self.study is None and self.split:
+            base += f"|{self.split}"
+        if self.study is None and self.phrasing != "query":
+            base += f"|{self.phrasing}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -182,6 +187,10 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         for d in cfg.domains:
             catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
         tasks = [t for t in tasks if t.domain in cfg.domains]
+    if cfg.split:
+        from .splits import load_splits
+
+        tasks = load_splits(cfg.splits, catalog).tasks(tasks, cfg.split)
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:
@@ -246,7 +255,7 @@ def worker_count(study: Study, n_episodes: int) -> int:
     want = study.config.workers
     model = study.model
     if (want is not None and want <= 1) or n_episodes < 2 or not model.cpu_bound \
-            or getattr(model, "cache", None) is not None or not fork_available():
+            or model.caches_responses or not fork_available():
         return 1
     if want is None:
         want = available_cpus() if n_episodes >= MIN_FORKED_EPISODES else 1
@@ -313,8 +322,7 @@ async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeCon
 
 async def _play_forked(study: Study, todo: list[PlanItem], episode_cfg: EpisodeConfig, sink: _Sink,
                        n_workers: int) -> None:
-    found = getattr(study.model, "stats", None)
-    stats = found if isinstance(found, WrapperStats) else None
+    stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
 
     async def work(indices: Iterator[int], emit: Emit) -> WrapperStats | None:
         before = replace(stats) if stats is not None else None

@@ -72,9 +72,12 @@ def test_text_presentation_and_groups(models, tmp_path) -> None:
            "--store", db)
     groups = invoke("select", "metrics", "--store", db, "--json")["groups"]
     assert len(groups) == 2
-    text = groups["test:first | builtin | text | base"]
+    text = groups["test:first | builtin | text | base | prompt=toolbias T=0.5 top_p=1 tool_choice=none"]
+    assert text["group"] == {"model": "test:first", "benchmark": "builtin", "presentation": "text",
+                             "prompt": "toolbias", "condition": "base", "temperature": 0.5, "top_p": 1.0,
+                             "tool_choice": None}
     assert text["delta_pos"] == pytest.approx(0.8)
-    promo = groups["test:promo | builtin | tools | base"]
+    promo = groups["test:promo | builtin | tools | base | prompt=toolbias T=0.5 top_p=1 tool_choice=required"]
     assert promo["delta_api"] == pytest.approx(0.8)
     one = invoke("select", "metrics", "--store", db, "--model", "test:promo", "--json")
     assert one["delta_api"] == pytest.approx(0.8)

@@ -25,8 +25,9 @@ from toolbias.selection import (
     score_filter,
 )
 from toolbias.selection.features import FEATURES, explain, promo_count, tool_features
-from toolbias.selection.mitigate import FilterExample
-from toolbias.selection.perturb import scramble_text
+from toolbias.selection.runner import SelectionRunner
+from toolbias.selection.scramble import scramble_tool
+from toolbias.selection.types import FilterExample
 
 BENCH = builtin_benchmark().limit_queries(5)
 PROMO = {t.name for c in BENCH for t in c.tools if t.style == "promotional"}
@@ -117,6 +118,9 @@ def test_numpy_encoder_matches_sentence_transformers() -> None:
 
 
 def test_conditions_rewrite_metadata_only() -> None:
+    import random
+    import re
+
     rates = {c.id: [0.5, 0.2, 0.15, 0.1, 0.05] for c in BENCH}
     for cond in CONDITIONS:
         out = apply_condition(BENCH, cond, seed=1, base_rates=rates)
@@ -124,39 +128,37 @@ def test_conditions_rewrite_metadata_only() -> None:
         assert apply_condition(BENCH, cond, seed=1, base_rates=rates) == out          # deterministic
         for a, b in zip(BENCH, out, strict=True):
             changed_names = [i for i in range(a.k) if a.tools[i].name != b.tools[i].name]
-            changed_desc = [i for i in range(a.k) if a.tools[i].description != b.tools[i].description]
-            if cond in ("random_names", "shuffled_names", "full_scramble"):
+            marked = [i for i in range(a.k) if b.tools[i].metadata.get("scramble")]
+            if cond in ("random_names", "full_scramble"):
                 assert len(changed_names) == a.k
+                assert all(re.fullmatch(r"[a-z0-9]{20}", t.name) for t in b.tools)
             elif cond == "random_names_top":
                 assert changed_names == [0]
-            else:
+            elif cond != "shuffled_names":
                 assert changed_names == []
             if cond == "shuffled_names":
                 assert sorted(b.names) == sorted(a.names)
-            if cond in ("desc_scramble", "desc_param_scramble", "full_scramble"):
-                assert len(changed_desc) >= a.k - 1          # a one-word text cannot be scrambled
-                assert all(sorted(x.description.split()) == sorted(y.description.split())
-                           for x, y in zip(a.tools, b.tools, strict=True))
-            if cond == "targeted_desc_scramble":
-                assert changed_desc in ([0], [])
+            if cond in ("desc_scramble", "desc_param_scramble", "full_scramble", "param_desc_scramble"):
+                assert marked == list(range(a.k))
+            elif cond == "targeted_desc_scramble":
+                assert marked == [0]
+            else:
+                assert marked == []
             if cond == "desc_swap":
                 assert b.tools[0].description == a.tools[4].description
                 assert b.tools[4].description == a.tools[0].description
-            if cond == "param_desc_scramble":
-                assert changed_desc == [] and any(x.parameters != y.parameters
-                                                  for x, y in zip(a.tools, b.tools, strict=True))
+    # scrambles are drawn per prompt: 20 letters/digits, fresh each time, parameter names kept
+    tool = apply_condition(BENCH, "desc_param_scramble").clusters[0].tools[0]
+    rng = random.Random(0)
+    one, two = scramble_tool(tool, rng), scramble_tool(tool, rng)
+    assert re.fullmatch(r"[A-Za-z0-9]{20}", one.api_description) and one.api_description != two.api_description
+    assert re.fullmatch(r"[A-Za-z0-9]{20}", one.tool_description)
+    assert set(one.parameters["properties"]) == set(tool.parameters["properties"])
+    assert all(re.fullmatch(r"[A-Za-z0-9]{20}", p["description"]) for p in one.parameters["properties"].values())
     with pytest.raises(ToolbiasError):
         apply_condition(BENCH, "desc_swap")                      # targeted: needs base rates
     with pytest.raises(ToolbiasError):
         apply_condition(BENCH, "no_such_condition")
-
-
-def test_scramble_keeps_words() -> None:
-    import random
-    text = "Turns a street address into coordinates"
-    out = scramble_text(text, random.Random(0))
-    assert out != text and sorted(out.split()) == sorted(text.split())
-    assert scramble_text("FX.", random.Random(0)) == "FX."
 
 
 def test_name_maps_from_files(tmp_path) -> None:
@@ -183,7 +185,15 @@ def test_perturbation_effects_end_to_end() -> None:
     assert effects["desc_swap"].tv_to_base == pytest.approx(0.0)
     assert effects["random_names"].tv_to_uniform == pytest.approx(0.0)
     assert effects["random_names"].tv_to_base == pytest.approx(0.8)
-    assert effects["shuffled_names"].tv_to_base == pytest.approx(1.0)
+    # shuffled names (a tool may keep its own, as in the paper): the choice moves in the clusters where the
+    # promotional name went to another API
+    shuffled = apply_condition(BENCH, "shuffled_names", seed=0)
+    moved = [next(i for i, t in enumerate(s.tools) if t.name in PROMO) != next(i for i, t in enumerate(c.tools)
+                                                                                if t.name in PROMO)
+             for c, s in zip(BENCH, shuffled, strict=True)]
+    assert 0 < sum(moved) < len(moved)
+    assert effects["shuffled_names"].tv_to_base == pytest.approx(sum(moved) / len(moved))
+    assert effects["shuffled_names"].tv_to_base_std > 0
     assert effects["shuffled_names"].tv_to_uniform == pytest.approx(0.8)
 
 
@@ -211,8 +221,16 @@ def test_filter_subset_restricts_draw() -> None:
     recs = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: n in keep), bench, seed=0))
     names = bench.clusters[0].names
     assert {names[r.api] for r in recs} == keep
+    # an empty filter answer is counted: without a selecting model it falls back to a draw over all candidates
     empty = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench))
-    assert all(r.status.value == "unparsed" and "no candidate" in r.reason for r in empty)
+    assert all(r.ok and r.via == "filter-empty-uniform" and r.extra["filter"] == "empty" for r in empty)
+    assert len({r.api for r in empty}) > 1
+    dropped = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench, on_empty="drop"))
+    assert all(r.status.value == "unparsed" and "no candidate" in r.reason for r in dropped)
+    # paper handling: the selecting model chooses among all candidates
+    picker = SelectionRunner(ChooserModel(always_first), benchmark_name=bench.name)
+    chosen = asyncio.run(arun_mitigation(ChooserModel(always_first, keep=lambda n: False), bench, chooser=picker))
+    assert all(r.via == "filter-empty-model" and r.position == 0 for r in chosen)
 
 
 def test_filter_scores_hand_computed() -> None:

@@ -32,8 +32,9 @@ from typing import Any, ClassVar
 
 from ..catalog.model import Tool
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools, visible_in
+from .transaction import InnerIndex, object_schema, scopes, select_tools, visible_in
 
 #: what an undiscovered tool's parameters look like: any object
 OPEN_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
@@ -54,10 +55,7 @@ class Discovery(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        self.method = str(self.params.get("method", "per_tool"))
-        if self.method not in self.METHODS:
-            raise VariantError(f"unknown discovery method {self.method!r}", where="operator 'discovery'",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        self.method = self.chosen_method(self.params)
         self._cat: CatalogDiscovery | None = None
         if self.method == "catalog":
             if "name" in self.params:
@@ -76,9 +74,9 @@ class Discovery(Layer):
                                fix="drop 'key', or set method: catalog")
         hidden = select_tools(self, self.inner)
         self._index = InnerIndex(self.inner)
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
-            namer.claim(t.name, t.domain)
+            names.add(t.domain, t.name)
         base = str(self.params.get("name", "get_tool_schema"))
         self._query: dict[str, dict[str, Tool]] = {}   # discovery tool uid -> {name: inner tool}
         self._query_for: dict[str, Tool] = {}          # scope -> discovery tool
@@ -89,7 +87,7 @@ class Discovery(Layer):
             targets = {t.name: t for t in visible_in(scope, wrapped)}
             if not targets:
                 continue
-            q = Tool(namer.claim(base, scope),
+            q = Tool(names.add(scope, base),
                      "Return the argument schema of a tool. Call it before invoking any tool whose "
                      "arguments you have not looked up yet.",
                      object_schema({"name": {"type": "string", "enum": list(targets),
@@ -190,18 +188,18 @@ class CatalogDiscovery:
         self.methods: dict[str, dict[str, Tool]] = {}
         for t in wrapped:
             self.methods.setdefault(self.class_of[t.uid], {})[t.name] = t
-        namer = Namer()
+        names = NameAllocator()
         for t in inner:
             if t.uid not in hidden:
-                namer.claim(t.name, t.domain)
+                names.add(t.domain, t.name)
         classes = list(self.methods)
-        self.lister = Tool(namer.claim("list_methods", ALL_DOMAINS),
+        self.lister = Tool(names.add(ALL_DOMAINS, "list_methods"),
                            "Return the methods of a class with their argument schemas. Call it before invoking "
                            "a method of that class.",
                            object_schema({"class": {"type": "string", "enum": classes,
                                                     "description": "The class whose methods you need."}},
                                          ["class"]), domain=ALL_DOMAINS, cls="discovery")
-        self.invoker = Tool(namer.claim("invoke", ALL_DOMAINS),
+        self.invoker = Tool(names.add(ALL_DOMAINS, "invoke"),
                             "Invoke a method of a class with its arguments (list the class's methods first).",
                             object_schema({"class": {"type": "string", "enum": classes,
                                                      "description": "The class the method belongs to."},

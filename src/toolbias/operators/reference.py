@@ -41,16 +41,17 @@ artifact's ``values`` lists, would make some native actions unreachable).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..catalog.model import Tool, canonical_json
+from ..canonical import canonical_json, sha256_of
+from ..catalog.model import Tool
 from ..catalog.validation import value_error
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools
+from .transaction import InnerIndex, object_schema, scopes, select_tools
 
 _SCALARS = ("string", "integer", "number", "boolean")
 _NOISE = ("description", "title", "examples", "default")
@@ -139,7 +140,7 @@ class _RefState:
 
 
 def ref_id(scope: str, key: str, value: Any) -> str:
-    return "ref_" + hashlib.sha256(canonical_json([scope, key, value]).encode()).hexdigest()[:8]
+    return "ref_" + sha256_of([scope, key, value], 8)
 
 
 class Reference(Layer):
@@ -161,10 +162,7 @@ class Reference(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        self.method = str(self.params.get("method", "shared"))
-        if self.method not in self.METHODS:
-            raise VariantError(f"unknown reference method {self.method!r}", where="operator 'reference'",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        self.method = self.chosen_method(self.params)
         per_function = self.method == "per_function"
         select = str(self.params.get("select", "free_text" if per_function else "auto"))
         if select not in ("auto", "enum", "free_text", "none"):
@@ -214,9 +212,9 @@ class Reference(Layer):
                                where="operator 'reference'")
         self.referenced = chosen
         self._param_schema = {(t.uid, k): dict(t.properties[k]) for t in self.inner for k in chosen.get(t.uid, [])}
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
-            namer.claim(t.name, t.domain)  # every inner name stays
+            names.add(t.domain, t.name)  # every inner name stays
         # resolvers per scope: group referenced arguments by name and value schema
         self._resolvers: dict[str, _Resolver] = {}               # resolver uid -> resolver
         self._resolver_of: dict[tuple[str, str], _Resolver] = {}  # (inner uid, key) -> resolver
@@ -242,7 +240,7 @@ class Reference(Layer):
                         what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
                         desc = (f"Return the reference id (ref_...) for a {what} value. Pass that id, "
                                 f"not the value, wherever {what} is asked for.")
-                    name = namer.claim(base, scope)
+                    name = names.add(scope, base)
                     value_schema = dict(schema)
                     value_schema["description"] = f"The {param} value to refer to."
                     rtool = Tool(name, desc, object_schema({self.value_key: value_schema}, [self.value_key]),

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..operators import OPERATORS
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 #: toolbias's own composition (kept as ``composed_class_merge``): class-semantic merges down to
 #: half the function count (tools left unmerged stay native), interval splits of the required

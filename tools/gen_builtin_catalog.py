@@ -1,8 +1,9 @@
 """Generate the built-in query set (``tasks.jsonl``) from the domain files.
 
-Run ``python -m toolbias.catalog.builtin.generate`` to rewrite ``tasks.jsonl`` and
-``python -m toolbias.catalog.builtin.generate --check`` to verify that the committed
-file is exactly what the generator produces (exit status 1 if not).
+A build-time tool, not part of the installed package: run ``python tools/gen_builtin_catalog.py``
+from the repository root to rewrite ``src/toolbias/catalog/builtin/tasks.jsonl`` and
+``python tools/gen_builtin_catalog.py --check`` to verify that the committed file is exactly
+what the generator produces (exit status 1 if not).
 
 Each task is one user utterance with a gold list of 1-6 native actions in one domain.
 The gold is drawn first; the query is then rendered twice from the tools' ``phrases``:
@@ -42,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import CatalogError
-from ..model import NativeAction, Task
-from ..validation import value_error
-from . import load_domain_files
+from toolbias.catalog import builtin
+from toolbias.catalog.builtin import load_domain_files
+from toolbias.catalog.model import NativeAction, Task
+from toolbias.catalog.validation import value_error
+from toolbias.errors import CatalogError
 
 #: Bump when the generator or the domain files change the produced set.
 TASKS_VERSION = "1"
@@ -56,7 +58,7 @@ TASKS_PER_TOOL = 16
 #: Share of tasks by gold length (number of native calls).
 LENGTH_WEIGHTS: dict[int, float] = {1: 0.20, 2: 0.22, 3: 0.22, 4: 0.16, 5: 0.11, 6: 0.09}
 
-TASKS_PATH = Path(__file__).with_name("tasks.jsonl")
+TASKS_PATH = Path(builtin.__file__).with_name(builtin.TASKS_FILE)
 
 _SLOT = re.compile(r"\{([a-z][a-z0-9_]*)(?:\|([^|}]*)\|([^|}]*))?\}")
 
@@ -511,7 +513,7 @@ def digest(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m toolbias.catalog.builtin.generate",
+    parser = argparse.ArgumentParser(prog="python tools/gen_builtin_catalog.py",
                                      description="Regenerate the built-in query set (tasks.jsonl).")
     parser.add_argument("--check", action="store_true", help="exit 1 if tasks.jsonl differs from a fresh generation")
     parser.add_argument("--output", type=Path, default=TASKS_PATH, help="where to write (default: the package file)")
@@ -525,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         current = opts.output.read_text(encoding="utf-8") if opts.output.is_file() else ""
         if current != text:
             print(f"{opts.output} is out of date (sha256 {digest(current)[:12]} != generated {digest(text)[:12]}); "
-                  f"run python -m toolbias.catalog.builtin.generate", file=sys.stderr)
+                  f"run python tools/gen_builtin_catalog.py", file=sys.stderr)
             return 1
         print(f"{opts.output} is up to date (sha256 {digest(text)[:12]}, version {TASKS_VERSION})")
         return 0
