@@ -90,7 +90,8 @@ def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
     invoke("select", "run", "--model", "test:first", *args)
     agree = invoke("select", "agreement", "--store", db, "--json")
     assert set(agree["models"]) == {"test:promo", "test:first"} and agree["n_tools"] == 15
-    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--similarity", "tfidf", "--trees", "30",
+    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--features", "toolbias",
+                  "--similarity", "tfidf", "--trees", "30",
                   "--json")
     assert expl["correlations"]["promo_words"]["r"] > 0.7 and len(expl["tools"]) == 15
     pert = invoke("select", "perturb", "--model", "test:promo", "--conditions", "random_names,desc_swap",

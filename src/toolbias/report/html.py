@@ -410,7 +410,12 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
         figs = {name: base64.b64encode(png).decode("ascii") for name, png in figures.items()}
     else:
         figs = {name: png_base64(fig) for name, fig in all_figures(data).items()} if figures else {}
-    extra = list(fragments) if fragments is not None else selection_fragments(str(data.store))
+    if fragments is not None:
+        extra = list(fragments)
+    else:
+        from .mitigation import mitigation_fragments
+
+        extra = selection_fragments(str(data.store)) + mitigation_fragments(source, study=data.study)
     n_task = sum(c.episodes for c in data.cells)
     n_probe = sum(p.n for p in data.probes)
     nav = [("grid", "Grid"), ("figures", "Figures") if figs else None,
