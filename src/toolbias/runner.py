@@ -14,11 +14,12 @@ import asyncio
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog, Task, load_catalog
+from .catalog.phrasing import with_phrasing
 from .codec import Codec, Control
 from .engine import MIN_FORKED_JOBS, JobKind, Writer, pending, play
 from .engine import worker_count as engine_worker_count
@@ -59,6 +60,8 @@ class StudyConfig:
     provider_options: dict[str, Any] = field(default_factory=dict)
     #: "task" for full tasks; "probe" for compliance probes (stored apart, same machinery)
     kind: str = "task"
+    #: which phrasing of the queries the tasks ask in (:mod:`toolbias.catalog.phrasing`)
+    phrasing: str = "query"
     #: processes that play episodes of CPU-bound providers (see :func:`worker_count`): None, one
     #: per core for plans of MIN_FORKED_EPISODES or more; 1, this process only. Not part of the
     #: study's identity: a study may resume with another count.
@@ -69,6 +72,8 @@ class StudyConfig:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
         if self.study is None and self.split:
             base += f"|{self.split}"
+        if self.study is None and self.phrasing != "query":
+            base += f"|{self.phrasing}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -144,23 +149,41 @@ def model_behaviour(model: ModelAPI) -> dict[str, Any]:
     return {k: v for k, v in model.settings().items() if k not in ("base_url", "base_urls")}
 
 
-def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
-    """A stratified (domain x gold length) sample of ``n`` tasks, deterministic for a seed."""
-    if n >= len(tasks):
-        return list(tasks)
-    strata: dict[tuple[str, int], list[Task]] = defaultdict(list)
-    for t in sorted(tasks, key=lambda t: t.id):
-        strata[(t.domain, len(t.gold))].append(t)
-    total = len(tasks)
-    quotas = {k: n * len(v) / total for k, v in strata.items()}
+def apportion(sizes: Mapping[Any, int], n: int, rng: random.Random) -> dict[Any, int]:
+    """``n`` units over strata in proportion to ``sizes``: each gets the whole part of its quota,
+    and the units left go to strata drawn (seeded, without replacement) with probability
+    proportional to their fractional parts, so every stratum's expected share is its quota and
+    small samples reach small strata across seeds (largest-remainder with name order as tie-break
+    gave the same few strata for every seed)."""
+    total = sum(sizes.values())
+    quotas = {k: n * v / total for k, v in sizes.items()} if total else {}
     alloc = {k: int(q) for k, q in quotas.items()}
     left = n - sum(alloc.values())
-    for k in sorted(quotas, key=lambda k: (-(quotas[k] - alloc[k]), k))[:left]:
+    weights = {k: quotas[k] - alloc[k] for k in sorted(quotas, key=str)}
+    # Efraimidis-Spirakis: the ``left`` largest u ** (1 / w) are a weighted draw without replacement
+    keyed = sorted(((rng.random() ** (1 / w) if w > 0 else 0.0, i, k) for i, (k, w) in enumerate(weights.items())),
+                   reverse=True)
+    for _, _, k in keyed[:left]:
         alloc[k] += 1
+    return alloc
+
+
+def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
+    """A stratified sample of ``n`` tasks (domains in proportion to their sizes, then gold lengths
+    within each domain; remainders drawn at random by seed: :func:`apportion`), deterministic for
+    a seed."""
+    if n >= len(tasks):
+        return list(tasks)
+    strata: dict[str, dict[int, list[Task]]] = defaultdict(lambda: defaultdict(list))
+    for t in sorted(tasks, key=lambda t: t.id):
+        strata[t.domain][len(t.gold)].append(t)
     rng = random.Random(seed)
+    per_domain = apportion({d: sum(map(len, by_len.values())) for d, by_len in sorted(strata.items())}, n, rng)
     picked: list[Task] = []
-    for k in sorted(strata):
-        picked.extend(rng.sample(strata[k], alloc[k]))
+    for d, by_len in sorted(strata.items()):
+        per_len = apportion({k: len(v) for k, v in sorted(by_len.items())}, per_domain[d], rng)
+        for k in sorted(by_len):
+            picked.extend(rng.sample(by_len[k], per_len[k]))
     return sorted(picked, key=lambda t: t.id)
 
 
@@ -189,7 +212,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     ``tasks`` replaces the catalog's task selection (compliance probes use this);
     ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
-    catalog = catalog or load_catalog(cfg.catalog)
+    catalog = with_phrasing(catalog or load_catalog(cfg.catalog), cfg.phrasing)
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)

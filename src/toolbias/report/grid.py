@@ -30,6 +30,7 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
+from .paper_tables import paper_tables
 from .stored import stored_classes, stored_function_ratios, stored_steps
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
@@ -70,6 +71,9 @@ class ReportData:
     classes: dict[str, str] | None = None
     #: variant -> its steps ``[[op, params], ...]`` as the studies ran them (older studies: absent)
     variant_steps: dict[str, list[Any]] = field(default_factory=dict)
+    #: the paper's arm-comparison tables (:mod:`toolbias.report.paper_tables`): merge_encodings
+    #: (Table 6), convention_mixture (Table 7), class_controls (Table 8)
+    paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -103,6 +107,7 @@ class ReportData:
                            "summaries": [s.to_dict() for s in self.prediction]},
             "function_ratios": self.function_ratios,
             "variant_steps": self.variant_steps,
+            **self.paper_tables,
             "notes": self.notes,
         })
 
@@ -250,7 +255,8 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
         catalogs=catalogs, notes=notes, study=study,
-        classes=stored_classes(metas, all_studies), variant_steps=steps)
+        classes=stored_classes(metas, all_studies), variant_steps=steps,
+        paper_tables=paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf))
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:

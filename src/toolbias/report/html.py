@@ -29,6 +29,7 @@ from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
+from .paper_tables import table_rows
 from .stored import format_steps
 from .tables import pct, pp
 
@@ -356,6 +357,16 @@ def _episodes_section(episodes: Sequence[EpisodeView], left_out: int, classes: M
             + "".join(_episode_html(ep, classes) for ep in episodes) + "</section>")
 
 
+def _paper_tables_section(data: ReportData) -> str:
+    tables = table_rows(data.paper_tables)
+    if not tables:
+        return ""
+    out = ['<section id="paper-tables"><h2>Arm comparisons (paper Tables 6-8)</h2>']
+    for title, (head, rows) in tables.items():
+        out.append(f"<h3>{e(title)}</h3>" + _table(head, rows, num_cols=range(1, len(head))))
+    return "".join(out) + "</section>"
+
+
 def _rules_section() -> str:
     rows = [[_chip(m.value), e(FAILURE_RULES[m][0]), e(FAILURE_RULES[m][1])] for m in FAILURE_ORDER]
     return ('<section id="failure-modes"><h2>Failure modes</h2><p class="muted">Each failed episode gets the first '
@@ -408,7 +419,8 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
     nav = [("grid", "Grid"), ("figures", "Figures") if figs else None,
            ("differences", "Differences") if data.variant_diffs or data.model_diffs else None,
            ("gap", "Schema-form gap") if data.gap else None, ("probes", "Probes") if data.probes else None,
-           ("difficulty", "Difficulty") if data.difficulty else None, ("variants", "Variants"),
+           ("difficulty", "Difficulty") if data.difficulty else None,
+           ("paper-tables", "Tables 6-8") if table_rows(data.paper_tables) else None, ("variants", "Variants"),
            ("episodes", "Episodes") if episodes else None, ("failure-modes", "Failure modes")]
     nav += [(f"extra-{i}", title) for i, (title, _) in enumerate(extra)]
     links = "".join(f'<a href="#{a}">{e(t)}</a>' for item in nav if item for a, t in [item])
@@ -427,7 +439,8 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
     if data.notes:
         body.append("<ul class=\"muted\">" + "".join(f"<li>{e(n)}</li>" for n in data.notes) + "</ul>")
     body += [_grid_section(data), _figures_section(figs), _differences_section(data), _gap_section(data),
-             _probes_section(data), _difficulty_section(data), _variant_sections(data, episodes),
+             _probes_section(data), _difficulty_section(data), _paper_tables_section(data),
+             _variant_sections(data, episodes),
              _episodes_section(episodes, left_out, classes), _rules_section()]
     for i, (title, fragment) in enumerate(extra):
         body.append(f'<section id="extra-{i}"><h2>{e(title)}</h2>{fragment}</section>')
