@@ -73,11 +73,13 @@ def parse_domains(value: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def study_config(*, model: str = "local", catalog: str = "builtin", variants: str = "representative",
                  tasks: int | None = None, sample: int | None = None, domains: str | Sequence[str] | None = None,
-                 split: str | None = None, splits: str = "default", seed: int = 0, control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
+                 split: str | None = None, splits: str = "default", seed: int = 0,
+                 control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
                  turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
                  concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                  study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = (), match: MatchRule | str | None = None) -> StudyConfig:
+                 base_urls: Sequence[str] = (), phrasing: str = "query",
+                 match: MatchRule | str | None = None) -> StudyConfig:
     """The study these options describe, the run policy applied: with no task option on the
     embedded model, :data:`EMBEDDED_DEFAULT_JOB`; ``turn_limit``/``max_tokens`` left None take
     the job's (else :data:`TURN_LIMIT`/:data:`MAX_TOKENS`); ``match`` None or ``"auto"``: the
@@ -91,12 +93,13 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
     if max_tokens is None:
         max_tokens = job.max_tokens if job else MAX_TOKENS
     return StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
-                       domains=chosen, split=split, splits=splits, control=Control(control), condition=Condition(condition),
-                       turn_limit=turn_limit, generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
+                       domains=chosen, split=split, splits=splits, control=Control(control),
+                       condition=Condition(condition), turn_limit=turn_limit,
+                       generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
-                       match=None if match in (None, "auto") else MatchRule(match))
+                       phrasing=phrasing, match=None if match in (None, "auto") else MatchRule(match))
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",
