@@ -149,17 +149,16 @@ class Splits:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Splits:
-        p = Path(path)
+        from .catalog.openai_format import read_json
+        from .errors import CatalogError
+
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SplitError("file not found", where=str(p),
-                             fix="check the path, or use 'default' (the catalog's own split)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SplitError(f"cannot read file: {exc}", where=str(p)) from None
-        except json.JSONDecodeError as exc:
-            raise SplitError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
-        return cls.from_dict(data, where=str(p))
+            data = read_json(Path(path))
+        except CatalogError as exc:  # the same reading and messages, as a splits error
+            fix = "check the path, or use 'default' (the catalog's own split)" if exc.what == "file not found" \
+                else exc.fix
+            raise SplitError(exc.what, where=exc.where, fix=fix) from None
+        return cls.from_dict(data, where=str(path))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
