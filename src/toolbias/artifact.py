@@ -49,6 +49,7 @@ from typing import Any
 
 from .catalog.model import Catalog
 from .errors import VariantError
+from .jsonfile import read_json
 from .operators import OPERATORS
 from .variants import VariantSpec, build_codec
 
@@ -259,12 +260,7 @@ def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial:
 
     Artifact files with unsupported op kinds are refused unless ``partial`` is true."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise VariantError("file not found", where=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
+    data = read_json(p, error=VariantError)
     if not is_artifact_spec(data):
         if isinstance(data, Mapping) and ({"class_semantic", "n_dispatchers"} <= set(data) or "r03" in data):
             raise VariantError("an assignment file of the artifact, not a variant spec", where=str(p),
