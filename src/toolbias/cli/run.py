@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..catalog.phrasing import PHRASINGS
 from ..codec import Control
 from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, study_config
 from ..episode import Condition
@@ -82,17 +83,19 @@ def register(group: click.Group) -> None:
     @click.option("--max-tokens", type=int, help=f"tokens per model turn [default: {MAX_TOKENS}; the embedded "
                   f"default job: {EMBEDDED_DEFAULT_JOB.max_tokens}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
+    @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
+                  help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str,
                 condition: str, store: str, study: str | None, concurrency: int, workers: int | None,
                 shard: str | None, turn_limit: int | None, temperature: float, max_tokens: int | None,
-                cache: str | None) -> None:
+                cache: str | None, phrasing: str) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                            domains=domains, split=split, splits=splits, seed=seed, control=control,
                            condition=condition, turn_limit=turn_limit, temperature=temperature,
                            max_tokens=max_tokens, concurrency=concurrency, workers=workers, shard=shard,
-                           study=study, cache=cache, base_urls=base_url)
+                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing)
         built = build_study(cfg)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
