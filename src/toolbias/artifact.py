@@ -47,13 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .catalog.coverage import coverage_actions
 from .catalog.model import Catalog, Tool
 from .codec import Codec
+from .compose import compose
 from .errors import VariantError
 from .jsonfile import read_json
 from .operators import OPERATORS
 from .variant_spec import VariantSpec, is_artifact_spec
-from .variants import build_codec
 
 #: artifact op kind -> toolbias operator
 KINDS: dict[str, str] = {
@@ -201,8 +202,6 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
     earlier steps made of them (a split tool becomes several, a curried one its setters),
     found by encoding each native tool's coverage actions through the earlier steps. A
     referenced argument keeps its native function's resolver (``origin``)."""
-    from .verify import coverage_actions
-
     def outer_tools(codec: Codec, native_uid: str) -> list[Tool]:
         domain, _, name = native_uid.partition("::")
         tool = catalog.tool(domain, name)
@@ -221,7 +220,7 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
     for i, proto in enumerate(steps):
         if proto["op"] not in PROTOCOL_OPS or i == 0:
             continue
-        codec = build_codec(catalog, VariantSpec("prefix", tuple(steps[:i])))
+        codec = compose(catalog, steps[:i], name="prefix", where="variant 'prefix'")
 
         if proto["op"] == "transaction" and isinstance(proto.get("tools"), list):
             proto["tools"] = list(dict.fromkeys(t.uid for ref in proto["tools"] for t in outer_tools(codec, ref)))
