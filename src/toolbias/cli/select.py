@@ -212,6 +212,7 @@ def register(group: click.Group) -> None:
 
     _register_paper(select)
     _register_corpus(select)
+    _register_build(select)
 
     @select.command("benchmark")
     @click.option("--benchmark", default="builtin", show_default=True,
@@ -755,3 +756,34 @@ def _register_corpus(select: click.Group) -> None:
             return
         click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
                    f"{progress.errors} infrastructure errors) in {output}")
+
+
+def _register_build(select: click.Group) -> None:
+    @select.command("build")
+    @click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+    @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
+    @click.option("--base-url", multiple=True)
+    @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+    @click.option("--name", default="custom", show_default=True, help="benchmark name")
+    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
+    @click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
+    @click.option("--min-size", type=int, default=2, show_default=True)
+    @click.option("--max-size", type=int, default=5, show_default=True)
+    @click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+    @click.option("--json", "as_json", is_flag=True, help="print the build record")
+    def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
+                  threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
+        """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+        from ..selection import build
+
+        tools = build.read_tools(tools_path)
+        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
+                                       max_size=max_size, queries=queries)
+        provider = _provider(model, base_url, 1, None)
+        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                          settings=settings))
+        build.write_benchmark(bench, record, output)
+        if as_json:
+            click.echo(json.dumps(record, indent=2))
+            return
+        click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")
