@@ -79,3 +79,22 @@ def test_report_json_and_html_carry_the_tables(tmp_path: Path) -> None:
     json.dumps(out, allow_nan=False)
     html = render_html(data, figures=False)
     assert 'id="paper-tables"' in html and "Table 6" in html and "Table 8" in html and "Table 7" not in html
+
+
+def test_figure3_ratio_is_the_query_weighted_mean_over_domains(tmp_path: Path) -> None:
+    from toolbias.catalog import load_catalog
+
+    cfg = StudyConfig(model="oracle", variants="native,fully_merged,class_dispatch", sample=30, workers=1, study="r")
+    study = build_study(cfg)
+    run_study(study, str(tmp_path / "r.db"))
+    ratios = build_report(tmp_path / "r.db", study="r").function_ratios
+    cat = load_catalog("builtin")
+    counts: dict[str, int] = {}
+    for t in study.tasks:
+        counts[t.domain] = counts.get(t.domain, 0) + 1
+    sizes = {d: len(cat.domain(d).tools) for d in counts}
+    n = sum(counts.values())
+    assert ratios["native"] == pytest.approx(1.0)
+    assert ratios["fully_merged"] == pytest.approx(sum(counts[d] / sizes[d] for d in counts) / n)
+    # class dispatch shows every class's dispatcher in each domain: 12 functions per episode
+    assert ratios["class_dispatch"] == pytest.approx(sum(counts[d] * 12 / sizes[d] for d in counts) / n)

@@ -30,7 +30,7 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
-from .paper_tables import paper_tables
+from .paper_tables import paper_tables, query_weighted_ratio
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -155,12 +155,13 @@ def variant_order(names: Iterable[str], baseline: str = "native") -> list[str]:
     return first + sorted(rest, key=lambda n: (n not in rank, rank.get(n, 0), names.index(n)))
 
 
-def function_ratios(catalog_spec: str, variants: Sequence[str],
-                    baseline: str = "native") -> tuple[dict[str, float], list[str]]:
-    """variant -> ``function_count(variant) / function_count(native)`` on the study's catalog
-    (``Codec.function_count``: every distinct tool of the variant, catalog-scope tools once), the
-    x-axis of Figure 3. For per-domain variants this equals the paper's query-weighted mean of
-    per-domain ratios up to the weighting. Variants not in the registry are skipped with a note."""
+def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = "native",
+                    weights: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
+    """variant -> the x-axis of Figure 3 on the study's catalog: with ``weights`` (domain ->
+    the study's tasks there), the paper's query-weighted mean over domains of the functions an
+    episode sees per native function (:func:`~toolbias.report.paper_tables.query_weighted_ratio`);
+    without, ``function_count(variant) / function_count(native)`` (every distinct tool once).
+    Variants not in the registry are skipped with a note."""
     from ..catalog import load_catalog
     from ..codec import Codec
     from ..variants import build_codec, get_variant
@@ -180,7 +181,8 @@ def function_ratios(catalog_spec: str, variants: Sequence[str],
         except ToolbiasError:
             notes.append(f"variant '{name}' is not in the registry: no function-count ratio")
             continue
-        out[name] = codec.function_count() / native
+        weighted = query_weighted_ratio(codec, weights) if weights else None
+        out[name] = weighted if weighted is not None else codec.function_count() / native
     return out, notes
 
 
@@ -226,7 +228,10 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     ratios: dict[str, float] = {}
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
     if spec and len(df):
-        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline)
+        weights = ({str(d): float(n) for d, n in df.groupby("domain")["task_id"].nunique().items()}
+                   if "domain" in df else None)  # queries per domain: Figure 3's weights
+        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline,
+                                       weights)
         notes.extend(more)
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
