@@ -77,6 +77,14 @@ def test_report_json_and_html_carry_the_tables(tmp_path: Path) -> None:
     [t8] = out["class_controls"]
     assert t8["class_neutral"] == 1.0 and t8["delta_naming"] == 0.0 and t8["random_realizations"] == 2
     json.dumps(out, allow_nan=False)
+    from toolbias.report.figures import all_figures
+
+    figs = all_figures(data)  # Figure 2 (representative rows) and Figure 4 (the remaining methods)
+    assert {"grid_strict_base", "remaining_strict_base"} <= set(figs)
+    rows_of = {name: [t.get_text() for t in fig.axes[0].get_yticklabels()] for name, fig in figs.items()
+               if name.startswith(("grid", "remaining"))}
+    assert set(rows_of["grid_strict_base"]) == {"native", "fully_merged", "class_dispatch"}
+    assert "merge_catalog_neutral_names" in rows_of["remaining_strict_base"]
     html = render_html(data, figures=False)
     assert 'id="paper-tables"' in html and "Table 6" in html and "Table 8" in html and "Table 7" not in html
 
