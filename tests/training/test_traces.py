@@ -126,6 +126,16 @@ def test_recovery_examples_show_a_refused_call_its_error_and_the_correction():
         assert without_ids(r["messages"][4:]) == without_ids(plain[r["task_id"]]["messages"][2:])
 
 
+def test_protocol_recovery_examples_show_the_premature_use_and_its_refusal():
+    task = CAT.tasks[0]
+    for codec, word in ((REFERENCE, "reference id"), (TRANSACTION, "handle")):
+        row = next(sft_examples([codec], [task], TraceOptions(recovery=1.0)))
+        mistake, error = row["messages"][2]["tool_calls"][0], row["messages"][3]["content"]
+        used = json.dumps(mistake["function"]["arguments"])
+        assert ("ref_" in used or "txn_" in used) and word in error  # used before any reply gave it
+        assert not unseen_uses(row["messages"], row["tools"], task.gold)  # the refused call acts on nothing
+
+
 def test_prompt_completion_rows_keep_the_mistake_out_of_the_completion():
     rows = list(sft_examples([TRANSACTION], CAT.tasks[:2], TraceOptions(recovery=1.0, prompt_completion=True)))
     for r in rows:

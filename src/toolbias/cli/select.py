@@ -25,7 +25,7 @@ from rich.table import Table
 
 from ..errors import ToolbiasError
 from ..providers import ModelAPI
-from ..selection import figures as figs
+from ..report import selection as figs
 from ..selection import study
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
@@ -33,7 +33,7 @@ from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, buil
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
 from ..selection.records import GroupKey, SelectionRecord
-from ..selection.report import one_group, store_reports
+from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
@@ -524,11 +524,12 @@ def register(group: click.Group) -> None:
             return
         table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
         table.add_column("condition", no_wrap=True)
-        for col in ("TV to base", "TV to uniform", "δ pos", "selections", "unparsed"):
+        for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
             table.add_column(col, justify="right")
         for e in result.effects:
-            table.add_row(e.condition, _fmt(e.tv_to_base), _fmt(e.tv_to_uniform), _fmt(e.delta_pos),
-                          str(e.n_selections), str(e.n_unparsed))
+            table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
+                          f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
+                          _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
         Console().print(table)
 
     @select.command("mitigate")
@@ -568,6 +569,10 @@ def register(group: click.Group) -> None:
             click.echo("after: no mitigated trial selected a tool")
         click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
                    f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
+        q = cov.get("filter_quality") or {}
+        if q:
+            click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
+                       f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
 
     @select.command("filter-eval")
     @click.option("--filter-model", help="the filter model to evaluate")

@@ -27,7 +27,8 @@ def register(group: click.Group) -> None:
                   help="append each variant's calling-convention instruction (Table 11) to the system prompt")
     @click.option("--instruction", "instruction_flag", is_flag=True, hidden=True)
     @click.option("--recovery", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
-                  help="share of traces that open with a refused call, its error, then the corrected call")
+                  help="share of traces that open with a refused call, its error, then the corrected call (with "
+                       "--format messages the refused call is a learned turn too; prompt-completion keeps it out)")
     @click.option("--format", "fmt", type=click.Choice(["messages", "prompt-completion"]), default="messages",
                   show_default=True, help="prompt-completion: loss only on what follows the prompt (and a "
                   "recovery example's refused call)")
@@ -51,6 +52,8 @@ def register(group: click.Group) -> None:
         cfg = StudyConfig(catalog=catalog, sample=sample, seed=seed, domains=chosen,
                           split="train" if use_split else None, splits=splits)
         tasks = select_tasks(cat, cfg)
+        if sample and len(tasks) < sample:
+            click.echo(f"note: the training part of the splits holds {len(tasks)} tasks; all are used", err=True)
         opts = TraceOptions(instructions=instructions or instruction_flag, recovery=recovery,
                             prompt_completion=fmt == "prompt-completion")
         n = n_recovery = 0

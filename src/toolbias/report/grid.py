@@ -31,6 +31,7 @@ from ..stats import (
 )
 from ..store import Store, episodes_dataframe
 from .paper_tables import paper_tables, query_weighted_ratio
+from .stored import stored_classes, stored_function_ratios, stored_steps
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -66,6 +67,10 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: the study filter the report was built with (None: every study in the store)
     study: str | None = None
+    #: native tool uid -> class, as the studies stored it (None: not stored, or catalogs disagree)
+    classes: dict[str, str] | None = None
+    #: variant -> its steps ``[[op, params], ...]`` as the studies ran them (older studies: absent)
+    variant_steps: dict[str, list[Any]] = field(default_factory=dict)
     #: the paper's arm-comparison tables (:mod:`toolbias.report.paper_tables`): merge_encodings
     #: (Table 6), convention_mixture (Table 7), class_controls (Table 8)
     paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -101,6 +106,7 @@ class ReportData:
                            "estimates": [e.to_dict() for e in self.difficulty],
                            "summaries": [s.to_dict() for s in self.prediction]},
             "function_ratios": self.function_ratios,
+            "variant_steps": self.variant_steps,
             **self.paper_tables,
             "notes": self.notes,
         })
@@ -156,14 +162,17 @@ def variant_order(names: Iterable[str], baseline: str = "native") -> list[str]:
 
 
 def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = "native",
-                    weights: Mapping[str, float] | None = None) -> tuple[dict[str, float], list[str]]:
+                    weights: Mapping[str, float] | None = None,
+                    steps: Mapping[str, Sequence[Any]] | None = None) -> tuple[dict[str, float], list[str]]:
     """variant -> the x-axis of Figure 3 on the study's catalog: with ``weights`` (domain ->
     the study's tasks there), the paper's query-weighted mean over domains of the functions an
     episode sees per native function (:func:`~toolbias.report.paper_tables.query_weighted_ratio`);
     without, ``function_count(variant) / function_count(native)`` (every distinct tool once).
-    Variants not in the registry are skipped with a note."""
+    A variant is built from its stored ``steps`` (``[[op, params], ...]`` as the study ran it),
+    else from the registry; one with neither is skipped with a note."""
     from ..catalog import load_catalog
     from ..codec import Codec
+    from ..variant_spec import VariantSpec
     from ..variants import build_codec, get_variant
 
     notes: list[str] = []
@@ -177,7 +186,10 @@ def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = 
     out: dict[str, float] = {}
     for name in variants:
         try:
-            codec = build_codec(catalog, get_variant(name))
+            ran = (steps or {}).get(name)
+            spec = (VariantSpec(name, tuple({"op": op, **(params or {})} for op, params in ran))
+                    if ran is not None else get_variant(name))
+            codec = build_codec(catalog, spec)
         except ToolbiasError:
             notes.append(f"variant '{name}' is not in the registry: no function-count ratio")
             continue
@@ -196,6 +208,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         df = episodes_dataframe(st, kind="task")
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
+        metas = st.study_meta()
     finally:
         if own:
             st.close()
@@ -225,13 +238,25 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     catalogs = sorted({str(c) for c in df["catalog"]} | {str(r["catalog"]) for r in probe_rows})
     if len(catalogs) > 1:
         notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
+    task_variants = [v for v in variants if v in set(df["variant"])]
+    task_studies = sorted({str(x) for x in df["study"]})
     ratios: dict[str, float] = {}
+    if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
+        ratios, more = stored_function_ratios(metas, task_studies, task_variants)
+        notes.extend(more)
+    all_studies = task_studies + sorted({str(r["study"]) for r in probe_rows})
+    steps, more = stored_steps(metas, all_studies, variants)
+    notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
-    if spec and len(df):
-        weights = ({str(d): float(n) for d, n in df.groupby("domain")["task_id"].nunique().items()}
-                   if "domain" in df else None)  # queries per domain: Figure 3's weights
-        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline,
-                                       weights)
+    weights = ({str(d): float(n) for d, n in df.groupby("domain")["task_id"].nunique().items()}
+               if len(df) and "domain" in df else None)  # queries per domain: Figure 3's weights
+    # the paper's query-weighted ratio needs per-domain counts: rebuilt (from the stored steps) where
+    # the catalog loads; the stored whole-catalog ratio otherwise
+    missing = task_variants if weights else [v for v in task_variants if v not in ratios]
+    if spec and missing:
+        rebuilt, more = function_ratios(spec, missing, settings.baseline, weights, steps)
+        ratios = {v: ratios[v] if v not in rebuilt else rebuilt[v] for v in task_variants
+                  if v in ratios or v in rebuilt}
         notes.extend(more)
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
@@ -243,6 +268,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
         catalogs=catalogs, notes=notes, study=study,
+        classes=stored_classes(metas, all_studies), variant_steps=steps,
         paper_tables=paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf))
 
 

@@ -30,6 +30,7 @@ from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
 from .paper_tables import table_rows
+from .stored import format_steps
 from .tables import pct, pp
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -245,6 +246,8 @@ def _variant_sections(data: ReportData, episodes: Sequence[EpisodeView]) -> str:
         if v in data.function_ratios:
             out.append(f'<p class="muted">function-count ratio vs {e(data.settings.baseline)}: '
                        f"{data.function_ratios[v]:.2f}</p>")
+        if v in data.variant_steps:
+            out.append(f'<p class="muted">steps: {e(format_steps(data.variant_steps[v]))}</p>')
         rows = []
         for c in cells:
             d = diffs.get(c.key)
@@ -372,16 +375,11 @@ def _rules_section() -> str:
 
 
 def selection_fragments(store: str) -> list[tuple[str, str]]:
-    """Sections offered by :mod:`toolbias.selection` (optional): if it exposes
-    ``html_fragments(store_path: str) -> Iterable[tuple[str, str] | str]`` (title and a
-    static HTML fragment), each is appended to the report. Failures become a note."""
-    try:
-        from .. import selection
-    except ImportError:
-        return []
-    fn = getattr(selection, "html_fragments", None)
-    if fn is None:
-        return []
+    """The tool-selection sections of the store (:func:`toolbias.report.selection.html_fragments`: title
+    and a static HTML fragment each), appended to the report. Failures become a note."""
+    from . import selection
+
+    fn = selection.html_fragments
     try:
         items = list(fn(store))
     except Exception as exc:  # a broken optional section must not break the report
@@ -452,7 +450,10 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
 
 
 def _classes(data: ReportData) -> dict[str, str] | None:
-    """Native uid -> class for the store's catalog (for wrong-class explanations), if loadable."""
+    """Native uid -> class for the store's catalog (for wrong-class explanations): as the studies
+    stored it, else from the catalog if loadable."""
+    if data.classes is not None:
+        return data.classes
     if len(data.catalogs) != 1:
         return None
     try:
