@@ -8,7 +8,7 @@ one file per operator family; :func:`resolve_variants` finds them by name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .catalog.model import Catalog
@@ -16,8 +16,14 @@ from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
 from .operators.base import Layer
+from .plugins import Registry
 from .registry import REGISTRY
 from .variant_spec import VariantSpec
+
+#: what expands a recipe step (``{"op": "recipe", "name": ...}``: :mod:`toolbias.recipes`) into the
+#: steps it gives on a catalog; a lazy target, as the recipes build on this module's build_codec
+STEP_EXPANDERS: Registry[Callable[[Sequence[Mapping[str, Any]], Catalog, str], tuple[Mapping[str, Any], ...]]] = \
+    Registry("step expander", {"recipe": "toolbias.recipes:expand"}, error=VariantError)
 
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
@@ -27,9 +33,7 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
     steps = spec.steps
     if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)
-        from .recipes import expand
-
-        steps = expand(steps, catalog, where)
+        steps = STEP_EXPANDERS["recipe"](steps, catalog, where)
     for i, step in enumerate(steps):
         op = step.get("op")
         cls = OPERATORS.get(str(op))
