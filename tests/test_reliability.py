@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from servers import FAULTS, FakeOpenAIServer, Reply
+from toolbias import forked
 from toolbias.catalog import Catalog, load_catalog
 from toolbias.catalog.model import Task
 from toolbias.codec import Codec
@@ -198,12 +199,23 @@ def test_sigkill_and_resume_oracle(tmp_path: Path, catalog: Catalog) -> None:
     t0 = time.perf_counter()
     subprocess.run(base + ["--store", str(ref)], check=True, capture_output=True)
     full = time.perf_counter() - t0
-    history = kill_and_resume(base + ["--store", str(killed)], killed, kills=4, startup=startup, full=full,
-                              total=2000, seed=7)
+    # one kill known to fall mid-run: the workers wait after their first batch until the parent is gone
+    gated = [sys.executable, str(Path(__file__).with_name("gated_run.py")), str(forked.BATCH_ROWS), *base[1:],
+             "--workers", "2", "--store", str(killed)]
+    proc = subprocess.Popen(gated, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while done_count(killed) == 0 and proc.poll() is None:
+            time.sleep(0.05)  # a condition: rows stored
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 0 < done_count(killed) < 2000
+    # then random moments, start-up included
+    kill_and_resume(base + ["--store", str(killed)], killed, kills=4, startup=startup, full=full, total=2000, seed=7)
     expected, got = comparable(ref), comparable(killed)
     assert len(expected) == 2000
     assert got == expected
-    assert any(0 < n < 2000 for _, n in history), history  # some kill fell mid-run
 
 
 def test_sigkill_and_resume_loopback(tmp_path: Path, catalog: Catalog) -> None:
