@@ -168,6 +168,20 @@ def test_a_path_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         weights.check_gguf(tmp_path / "nope.gguf")
 
 
+@needs_llama
+def test_the_environment_names_another_gguf_for_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """TOOLBIAS_LOCAL_GGUF makes ``local`` run that file, as ``local:PATH`` does (its own hash, no pin)."""
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + b"\0" * 60)
+    monkeypatch.setenv(weights.DEFAULT_GGUF_ENV, str(other))
+    p = LocalProvider()
+    assert p.spec == f"local:{other}" and p.expected_sha256 is None
+    assert p.settings()["model_sha256"] == hashlib.sha256(other.read_bytes()).hexdigest()
+    monkeypatch.setenv(weights.DEFAULT_GGUF_ENV, str(tmp_path / "missing.gguf"))
+    with pytest.raises(WeightsError, match="missing.gguf does not exist"):
+        LocalProvider().settings()
+
+
 # ------------------------------------------------------------------ without llama-cpp-python
 
 

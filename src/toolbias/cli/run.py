@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from ..codec import Control
@@ -26,6 +17,7 @@ from ..providers.base import GenerateConfig
 from ..runner import Progress as RunProgress
 from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store, export, merge_stores
+from .display import finding_of, print_finding, progress_bar
 
 #: ``toolbias run`` with no task options on the embedded model: one task per variant from the domain
 #: with the smallest schema, at most 3 turns of at most 192 tokens unless --turn-limit/--max-tokens
@@ -113,10 +105,11 @@ def register(group: click.Group) -> None:
     @click.option("--max-tokens", type=int, default=512, show_default=True,
                   help=f"tokens per model turn [the embedded default job: {DEFAULT_LOCAL_MAX_TOKENS}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
+    @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
                 concurrency: int, workers: int | None, shard: str | None, turn_limit: int, temperature: float,
-                max_tokens: int, cache: str | None) -> None:
+                max_tokens: int, cache: str | None, html: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         chosen_domains = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
         if model.startswith("local") and sample is None and tasks is None and not chosen_domains \
@@ -136,29 +129,25 @@ def register(group: click.Group) -> None:
                           provider_options=options)
         built = build_study(cfg)
         console = Console(stderr=True)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]:.1f} ep/s  success {task.fields[succ]}"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
 
         async def check_then_run(st: Store) -> RunProgress:
             # one event loop for the check and the run: SDK clients belong to the loop that made them
             await built.model.check()  # unreachable server, bad key, unknown model: before any episode
-            with Progress(*columns, console=console, transient=False) as bar:
-                task_id = bar.add_task("episodes", total=None, rate=0.0, succ="-")
-
-                def on_progress(p: RunProgress) -> None:
-                    ran = p.done - p.skipped
-                    elapsed = max(time.perf_counter() - p.started, 1e-9)
-                    succ = f"{100 * p.successes / ran:.0f}%" if ran else "-"
-                    bar.update(task_id, total=p.total, completed=p.done, rate=ran / elapsed, succ=succ)
-
-                prog = await run_study_async(built, st, on_progress, check=False)
-                bar.update(task_id, total=prog.total, completed=prog.done)
-            return prog
+            with progress_bar(console) as on_progress:
+                return await run_study_async(built, st, on_progress, check=False)
 
         with Store(store) as st:
             prog = asyncio.run(check_then_run(st))
             Console().print(summary_table(st, cfg.study_name))
+            found = finding_of(st, cfg.study_name)
+            report = None
+            if html:
+                from ..report import ReportSettings, build_report
+                from ..report.html import write_html
+
+                data = build_report(st, settings=ReportSettings(), study=cfg.study_name)
+                report = write_html(data, html, st)
+        print_finding(Console(), found, report)
         if prog.infra_errors:
             _print_infra_errors(console, store, cfg.study_name, prog.infra_errors)
 

@@ -1,7 +1,8 @@
 """The embedded model: llama.cpp in-process through ``llama-cpp-python``; no server, no key.
 
 ``local`` runs the default weights (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, see
-:mod:`.weights`); ``local:/path/to/model.gguf`` runs any GGUF. Needs the optional
+:mod:`.weights`); ``local:/path/to/model.gguf`` runs any GGUF, and so does ``local``
+when the environment variable ``TOOLBIAS_LOCAL_GGUF`` names one. Needs the optional
 extra: ``pip install 'toolbias[local]'``.
 
 How a turn is produced:
@@ -47,7 +48,14 @@ from typing import Any
 from ..errors import MissingExtraError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
 from .textcalls import find_tool_calls
-from .weights import DEFAULT_SHA256, check_gguf, default_model_path, sha256_file, verify_file
+from .weights import (
+    DEFAULT_GGUF_ENV,
+    DEFAULT_SHA256,
+    check_gguf,
+    default_model_path,
+    sha256_file,
+    verify_file,
+)
 
 #: used when a GGUF carries no chat template: ChatML with Hermes-style tools (Qwen's format)
 FALLBACK_TEMPLATE = """\
@@ -278,7 +286,8 @@ class LocalProvider(ModelAPI):
             raise ProviderError(f"unknown option(s) for the local model: {', '.join(sorted(options))}",
                                 fix="use n_ctx, n_threads, n_batch, chat_template, sha256, prefix_states, "
                                     "flash_attn, verbose")
-        self.path_arg = arg.strip() or None
+        #: ``local`` with TOOLBIAS_LOCAL_GGUF set runs that file, exactly as ``local:PATH`` would
+        self.path_arg = arg.strip() or os.environ.get(DEFAULT_GGUF_ENV, "").strip() or None
         self.spec = f"local:{self.path_arg}" if self.path_arg else "local"
         self.base_url = None
         self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
