@@ -181,14 +181,16 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
             rec.termination = Termination.ANSWERED
             break
         for tc in out.tool_calls:  # parallel calls are handled in order
-            messages.append(_handle_call(rec, turn, tc, session, env))
+            messages.append(apply_call(rec, turn, tc, session, env))
     rec.flags.extend(session.finish())
     rec.messages = messages
     rec.wall_s = time.perf_counter() - started
     return rec
 
 
-def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Environment) -> Message:
+def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Environment) -> Message:
+    """Decode one model call in ``session``, execute what it decodes to in ``env``, record it on
+    ``rec`` and return the tool message the model reads (the RL environment shares this step)."""
     if tc.arguments is None:
         msg = f"Error: could not parse the arguments of '{tc.name}': {tc.parse_error}"
         rec.calls.append(CallRecord(turn, tc, None, [], msg))

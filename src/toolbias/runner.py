@@ -44,6 +44,8 @@ class StudyConfig:
     variants: str = "representative"
     tasks: int | None = None          # first N tasks (in file order)
     domains: tuple[str, ...] = ()     # only tasks of these domains (all when empty)
+    split: str | None = None          # only this part ("train" / "eval") of the splits manifest
+    splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     calls: tuple[int, ...] = ()       # only tasks whose gold has one of these numbers of calls (all when empty)
     seed: int = 0
@@ -66,6 +68,8 @@ class StudyConfig:
     @property
     def study_name(self) -> str:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        if self.study is None and self.split:
+            base += f"|{self.split}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -166,6 +170,10 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         if not tasks:
             raise ToolbiasError(f"no task of catalog '{catalog.name}' has {'/'.join(map(str, cfg.calls))} gold "
                                 "call(s) in the chosen domains", fix="choose other --calls or --domains")
+    if cfg.split:
+        from .splits import load_splits
+
+        tasks = load_splits(cfg.splits, catalog).tasks(tasks, cfg.split)
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:
@@ -230,7 +238,7 @@ def worker_count(study: Study, n_episodes: int) -> int:
     want = study.config.workers
     model = study.model
     if (want is not None and want <= 1) or n_episodes < 2 or not model.cpu_bound \
-            or getattr(model, "cache", None) is not None or not fork_available():
+            or model.caches_responses or not fork_available():
         return 1
     if want is None:
         want = available_cpus() if n_episodes >= MIN_FORKED_EPISODES else 1
@@ -297,8 +305,7 @@ async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeCon
 
 async def _play_forked(study: Study, todo: list[PlanItem], episode_cfg: EpisodeConfig, sink: _Sink,
                        n_workers: int) -> None:
-    found = getattr(study.model, "stats", None)
-    stats = found if isinstance(found, WrapperStats) else None
+    stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
 
     async def work(indices: Iterator[int], emit: Emit) -> WrapperStats | None:
         before = replace(stats) if stats is not None else None

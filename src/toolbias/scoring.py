@@ -8,13 +8,13 @@ executed native actions equals the gold multiset.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from .catalog.model import NativeAction, canonical_json
+from .canonical import canonical_json, same_json
+from .catalog.model import NativeAction
 from .operators.base import TRANSACTION_FLAGS, FlagKind
 
 
@@ -103,16 +103,6 @@ def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejec
     if len(executed) > len(gold):
         return FailureMode.OVER_EXECUTION
     return FailureMode.WRONG_ARGUMENTS
-
-
-_EXACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` are the same JSON value, types included (``1`` is not ``1.0`` nor ``True``,
-    which ``==`` alone would accept): the same canonical text. Same values normalise to the
-    same keys, so an executed list equal to the gold needs no keys at all."""
-    return bool(a == b) and _EXACT(a) == _EXACT(b)
 
 
 def memo_keys() -> Callable[[NativeAction], str]:

@@ -9,15 +9,15 @@ configuration differs from the new one is refused with the differences listed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .canonical import canonical_json, sha256_of, sha256_text
 from .errors import StoreError
 
 SCHEMA_VERSION = "1"
@@ -44,8 +44,7 @@ _INSERT = f"INSERT OR REPLACE INTO episodes ({','.join(COLUMNS)}) VALUES ({','.j
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+    return sha256_of(value, n)
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -89,14 +88,11 @@ def episode_keys(*, model: str, settings_hash: str, catalog: str, variant: str, 
     ``[model, settings_hash, catalog, variant, task_id, control, condition, seed, kind]``, with
     the canonical JSON of the fields that do not change built once (a grid plans one key per
     episode)."""
-    def dump(v: Any) -> str:
-        return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
-
-    head = "[" + ",".join(map(dump, [model, settings_hash, catalog, variant])) + ","
-    tail = "," + ",".join(map(dump, [control, condition, seed, kind])) + "]"
+    head = "[" + ",".join(map(canonical_json, [model, settings_hash, catalog, variant])) + ","
+    tail = "," + ",".join(map(canonical_json, [control, condition, seed, kind])) + "]"
 
     def key(task_id: str) -> str:
-        return hashlib.sha256(f"{head}{dump(task_id)}{tail}".encode()).hexdigest()[:32]
+        return sha256_text(f"{head}{canonical_json(task_id)}{tail}", 32)
     return key
 
 
@@ -206,9 +202,6 @@ class Store:
     def done_keys(self, study: str | None = None) -> set[str]:
         q = "SELECT key FROM episodes WHERE status='done'" + (" AND study=?" if study else "")
         return {k for (k,) in self.db.execute(q, (study,) if study else ())}
-
-    def put_many(self, rows: Iterable[EpisodeRow]) -> int:
-        return self.put_values([r.values() for r in rows])
 
     def put_values(self, values: Sequence[tuple[Any, ...]]) -> int:
         """Store rows already in column form (:meth:`EpisodeRow.values`), in one transaction."""

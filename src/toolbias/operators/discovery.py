@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..catalog.model import Tool
+from ..names import NameAllocator
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools, visible_in
+from .transaction import InnerIndex, object_schema, scopes, select_tools, visible_in
 
 #: what an undiscovered tool's parameters look like: any object
 OPEN_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
@@ -38,9 +39,9 @@ class Discovery(Layer):
         super().__init__(inner, params)
         hidden = select_tools(self, self.inner)
         self._index = InnerIndex(self.inner)
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
-            namer.claim(t.name, t.domain)
+            names.add(t.domain, t.name)
         base = str(self.params.get("name", "get_tool_schema"))
         self._query: dict[str, dict[str, Tool]] = {}   # discovery tool uid -> {name: inner tool}
         self._query_for: dict[str, Tool] = {}          # scope -> discovery tool
@@ -51,7 +52,7 @@ class Discovery(Layer):
             targets = {t.name: t for t in visible_in(scope, wrapped)}
             if not targets:
                 continue
-            q = Tool(namer.claim(base, scope),
+            q = Tool(names.add(scope, base),
                      "Return the argument schema of a tool. Call it before invoking any tool whose "
                      "arguments you have not looked up yet.",
                      object_schema({"name": {"type": "string", "enum": list(targets),

@@ -29,16 +29,17 @@ artifact's ``values`` lists, would make some native actions unreachable).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..catalog.model import Tool, canonical_json
+from ..canonical import canonical_json, sha256_of
+from ..catalog.model import Tool
 from ..catalog.validation import value_error
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools
+from .transaction import InnerIndex, object_schema, scopes, select_tools
 
 _SCALARS = ("string", "integer", "number", "boolean")
 _NOISE = ("description", "title", "examples", "default")
@@ -119,7 +120,7 @@ class _RefState:
 
 
 def ref_id(scope: str, key: str, value: Any) -> str:
-    return "ref_" + hashlib.sha256(canonical_json([scope, key, value]).encode()).hexdigest()[:8]
+    return "ref_" + sha256_of([scope, key, value], 8)
 
 
 class Reference(Layer):
@@ -171,9 +172,9 @@ class Reference(Layer):
                                where="operator 'reference'")
         self.referenced = chosen
         self._param_schema = {(t.uid, k): dict(t.properties[k]) for t in self.inner for k in chosen.get(t.uid, [])}
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
-            namer.claim(t.name, t.domain)  # every inner name stays
+            names.add(t.domain, t.name)  # every inner name stays
         # resolvers per scope: group referenced arguments by name and value schema
         self._resolvers: dict[str, _Resolver] = {}               # resolver uid -> resolver
         self._resolver_of: dict[tuple[str, str], _Resolver] = {}  # (inner uid, key) -> resolver
@@ -190,7 +191,7 @@ class Reference(Layer):
                     shared = len(part) == len(members)
                     users = list(dict.fromkeys(t.name for t, _ in part))
                     base = f"resolve_{param}" if shared else f"resolve_{part[0][0].name}_{param}"
-                    name = namer.claim(base, scope)
+                    name = names.add(scope, base)
                     what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
                     value_schema = dict(schema)
                     value_schema["description"] = f"The {param} value to refer to."

@@ -50,8 +50,9 @@ from typing import Any, TypeGuard
 
 from ..catalog.model import Catalog, Tool
 from ..errors import VariantError
+from ..names import NameAllocator, name_token, short_hash
 from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
-from .rename import NameAllocator, ToolIndex, name_token, short_hash
+from .rename import ToolIndex
 
 Number = int | float
 
@@ -342,10 +343,7 @@ class Split(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        method = str(params.get("method", "enum"))
-        if method not in self.METHODS:
-            raise VariantError(f"unknown split method '{method}'", where="split step",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        method = self.chosen_method(params)
         self.method = method
         self.limit = self._int_param("limit", 512, minimum=1)
         self._index = ToolIndex(self.inner)

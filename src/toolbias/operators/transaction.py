@@ -23,7 +23,7 @@ the writes), and handles never committed at episode end (``finish``).
 
 The module also holds small helpers the other cross-call protocols share:
 tool scopes (a domain or :data:`ALL_DOMAINS`), an index that looks inner tools up
-like the codec does, and a namer that keeps outer names unique and valid.
+like the codec does (outer names come from :class:`toolbias.names.NameAllocator`).
 """
 
 from __future__ import annotations
@@ -34,30 +34,11 @@ from typing import Any, ClassVar
 
 from ..catalog.model import Tool
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .rename import NameAllocator, fit_name
 
 # -- helpers shared by the protocol layers ------------------------------------------
 
-
-
-def valid_name(base: str) -> str:
-    """``base`` as a valid function name (OpenAI pattern), shortened with a hash if too long."""
-    return fit_name(base)
-
-
-class Namer:
-    """Claims outer names so that no two tools visible in one domain share a name
-    (the rename operator's allocator, with the protocol layers' argument order)."""
-
-    def __init__(self) -> None:
-        self._names = NameAllocator()
-
-    def taken(self, name: str, scope: str) -> bool:
-        return self._names.taken(scope, name)
-
-    def claim(self, base: str, scope: str) -> str:
-        return self._names.add(scope, base)
 
 
 class InnerIndex:
@@ -165,10 +146,10 @@ class Transaction(Layer):
         wrapped = [t for t in self.inner if t.uid in chosen]
         self.handle_key = next(k for k in ("handle", "txn_handle", "transaction_handle", "_handle")
                                if all(k not in t.properties for t in wrapped))
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
             if t.uid not in chosen:
-                namer.claim(t.name, t.domain)  # pass-through tools keep their names
+                names.add(t.domain, t.name)  # pass-through tools keep their names
         #: outer uid -> role
         self._begin: dict[str, dict[str, Tool]] = {}   # begin uid -> {operation name: inner tool}
         self._commit: set[str] = set()
@@ -184,13 +165,13 @@ class Transaction(Layer):
             targets = {t.name: t for t in visible_in(scope, wrapped)}
             if not targets:
                 continue
-            begin = Tool(namer.claim("begin", scope),
+            begin = Tool(names.add(scope, "begin"),
                          "Open a transaction for one operation and return its handle. Then write the "
                          "operation's arguments and commit the handle to execute it.",
                          object_schema({"tool": {"type": "string", "enum": list(targets),
                                                  "description": "The operation to run."}}, ["tool"]),
                          domain=scope, cls="transaction")
-            commit = Tool(namer.claim("commit", scope),
+            commit = Tool(names.add(scope, "commit"),
                           "Execute the operation of an open transaction with the arguments written to it.",
                           object_schema({hk: handle_schema}, [hk]), domain=scope, cls="transaction")
             self._begin[begin.uid] = targets
@@ -214,7 +195,7 @@ class Transaction(Layer):
             else:
                 params = object_schema({hk: handle_schema, "arguments": dict(t.parameters)}, [hk, "arguments"])
             desc = f"Write arguments of '{t.name}' to an open transaction. {t.description}".strip()
-            write = Tool(namer.claim(f"write_{t.name}", t.domain), desc, params, domain=t.domain, cls=t.cls)
+            write = Tool(names.add(t.domain, f"write_{t.name}"), desc, params, domain=t.domain, cls=t.cls)
             if not has_plain_properties(t):
                 self._whole.add(write.uid)
             self._write[write.uid] = t

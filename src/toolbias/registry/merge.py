@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 
 def _merge(**params: Any) -> tuple[dict[str, Any], ...]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..operators import OPERATORS
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 #: the paper's "composed" arm (artifact ``specs/mixed.json``) applies a partial merge, enum
 #: splits, interval splits and reference resolution to different tools of one catalog. Ours

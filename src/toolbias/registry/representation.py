@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 VARIANTS: list[VariantSpec] = [
     VariantSpec("native", (), "the catalog as given", paper="native", tags=("representative",)),

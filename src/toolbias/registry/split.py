@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 VARIANTS: list[VariantSpec] = [
     VariantSpec("fully_split", ({"op": "split", "method": "enum"},),

@@ -79,10 +79,6 @@ class ReportData:
             index = self.__dict__["_cell_index"] = {c.key: c for c in self.cells}
         return index.get((model, variant, control, condition))
 
-    def failure_modes_present(self) -> list[str]:
-        seen = {m for c in self.cells for m in c.failure_modes}
-        return [m for m in FAILURE_MODES if m in seen] + sorted(seen - set(FAILURE_MODES))
-
     # -- machine-readable ---------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return _clean({

@@ -17,20 +17,22 @@ import html
 import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolbiasError
 from .metrics import METRICS, BiasReport
+from .records import GroupKey
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .benchmark import Benchmark
     from .features import Explanation
     from .metrics import Agreement
     from .mitigate import FilterScores
     from .perturb import PerturbationEffect
+    from .types import Benchmark
 
 COLORS = {"api": "#4C72B0", "pos": "#DD8452", "model": "#55A868", "base": "#8172B3", "uniform": "#C44E52"}
 
@@ -244,3 +246,136 @@ def html_fragments(*, reports: Mapping[str, BiasReport] | None = None, bench: Be
                    + _table(["subset", "n", "micro precision", "micro recall", "exact match", "unparsed"], rows)
                    + "</section>")
     return out
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)[:120]
+
+
+def write_store_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: str = "png", *,
+                        bench: Benchmark | None = None, html_path: Path | None = None) -> list[Path]:
+    """Every group's selection rates; TV per model for the base groups of each setting; perturbation effects per
+    setting with a base group; optionally the HTML fragments. Returns the files written."""
+    from .perturb import perturbation_effects
+
+    written = [save(selection_rates_figure(rep, bench, title=key.label), out / f"rates_{_safe(key.label)}.{fmt}")
+               for key, rep in reports.items()]
+    base_reports = {f"{k.model} ({k.presentation}, {k.settings_label})": v for k, v in reports.items()
+                    if k.condition == "base"}
+    if base_reports:
+        written.append(save(tv_by_model_figure(base_reports), out / f"tv_by_model.{fmt}"))
+    by_setting: dict[GroupKey, dict[str, BiasReport]] = {}
+    for key, rep in reports.items():
+        by_setting.setdefault(replace(key, condition=""), {})[key.condition] = rep
+    all_effects = []
+    for setting, conds in by_setting.items():
+        if "base" in conds and len(conds) > 1:
+            effects = perturbation_effects(conds["base"], {c: r for c, r in conds.items() if c != "base"})
+            all_effects.append((conds["base"], effects))
+            written.append(save(perturbation_figure(effects, conds["base"], title=setting.label),
+                                out / f"perturbations_{_safe(setting.label)}.{fmt}"))
+    written += _sweep_figures(reports, out, fmt)
+    if html_path is not None:
+        frags = html_fragments(reports=base_reports or {k.label: v for k, v in reports.items()}, bench=bench)
+        for base, effects in all_effects:
+            frags += html_fragments(effects=effects, base=base)
+        html_path.write_text("\n".join(frags), encoding="utf-8")
+        written.append(html_path)
+    return written
+
+
+def sweep_figure(points: Sequence[Mapping[str, Any]], *, xlabel: str, title: str = "",
+                 keys: Sequence[str] = ("delta_model",)) -> Figure:
+    """δ against a swept setting (x labels in order), error bars = the points' ``std_<key>`` when given."""
+    if not points:
+        raise ToolbiasError("no sweep points to plot")
+    fig = _figure(max(4.0, 0.8 * len(points) + 2), 3.2)
+    ax = fig.subplots()
+    xs = list(range(len(points)))
+    colors = {"delta_api": COLORS["api"], "delta_pos": COLORS["pos"], "delta_model": COLORS["model"]}
+    for key in keys:
+        ys = [float(p[key]) for p in points]
+        err = [float(p.get(f"std_{key}", float("nan"))) for p in points]
+        ax.errorbar(xs, ys, yerr=[0 if math.isnan(e) else e for e in err], marker="o", capsize=3,
+                    color=colors.get(key), label=key.replace("delta_", "δ "))
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(p["x"]) for p in points], fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("TV distance")
+    ax.legend(fontsize=7)
+    ax.set_title(title or f"bias by {xlabel}", fontsize=9)
+    return _finish(fig)
+
+
+def k_sweep_figure(curves: Mapping[str, Mapping[int, Mapping[str, float]]], *, key: str = "api",
+                   title: str = "") -> Figure:
+    """δ in % of its maximum against K, one line per order (mean ± std over runs)."""
+    fig = _figure(4.6, 3.2)
+    ax = fig.subplots()
+    for order, by_k in curves.items():
+        ks = sorted(by_k)
+        ax.errorbar(ks, [by_k[k][key] for k in ks], yerr=[0 if math.isnan(by_k[k][f"{key}_std"]) else
+                                                           by_k[k][f"{key}_std"] for k in ks],
+                    marker="o", capsize=3, label=order)
+    ax.set_xlabel("K (tools shown)")
+    ax.set_ylabel(f"δ {key} (% of max)")
+    ax.legend(fontsize=7)
+    ax.set_title(title or f"δ {key} against K", fontsize=9)
+    return _finish(fig)
+
+
+def correlation_heatmap(result: Agreement, *, title: str = "model agreement (Pearson r of per-tool rates)") -> Figure:
+    models = list(result.models)
+    n = len(models)
+    fig = _figure(1.0 + 0.75 * n, 0.8 + 0.7 * n)
+    ax = fig.subplots()
+    grid = [[1.0 if i == j else float("nan") for j in range(n)] for i in range(n)]
+    for (a, b), r in result.pearson.items():
+        i, j = models.index(a), models.index(b)
+        grid[i][j] = grid[j][i] = r
+    im = ax.imshow(grid, vmin=-1, vmax=1, cmap="RdBu_r")
+    for i in range(n):
+        for j in range(n):
+            if not math.isnan(grid[i][j]):
+                ax.text(j, i, f"{grid[i][j]:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels([m[:18] for m in models], rotation=35, ha="right", fontsize=7)
+    ax.set_yticklabels([m[:18] for m in models], fontsize=7)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(title, fontsize=9)
+    return _finish(fig)
+
+
+def _sweep_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: str) -> list[Path]:
+    """Temperature and top-p sweeps (base groups equal in all else) and the model-correlation heatmap per setting."""
+    from .metrics import agreement
+
+    written = []
+    base = {k: r for k, r in reports.items() if k.condition == "base"}
+    for field_name, xlabel in (("temperature", "temperature"), ("top_p", "top-p")):
+        lines: dict[GroupKey, list[tuple[float, BiasReport]]] = {}
+        for k, r in base.items():
+            x = getattr(k, field_name)
+            if x is not None:
+                rest = replace(k, temperature=None) if field_name == "temperature" else replace(k, top_p=None)
+                lines.setdefault(rest, []).append((x, r))
+        for rest, pts in lines.items():
+            if len(pts) < 2:
+                continue
+            points = [{"x": f"{x:g}", "delta_model": r.delta_model, "std_delta_model": r.std["delta_model"],
+                       "delta_api": r.delta_api, "delta_pos": r.delta_pos} for x, r in sorted(pts, key=lambda p: p[0])]
+            fig = sweep_figure(points, xlabel=xlabel, title=f"{rest.model} ({rest.presentation})",
+                               keys=("delta_api", "delta_pos", "delta_model"))
+            written.append(save(fig, out / f"sweep_{field_name}_{_safe(rest.label)}.{fmt}"))
+    by_setting: dict[GroupKey, dict[str, BiasReport]] = {}
+    for k, r in base.items():
+        by_setting.setdefault(replace(k, model=""), {})[k.model] = r
+    for setting, per_model in by_setting.items():
+        if len(per_model) >= 2:
+            try:
+                result = agreement({m: dict(r.api_rates()) for m, r in per_model.items()})
+            except ToolbiasError:
+                continue
+            written.append(save(correlation_heatmap(result), out / f"agreement_{_safe(setting.label)}.{fmt}"))
+    return written
