@@ -48,6 +48,8 @@ class StudyConfig:
     splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     calls: tuple[int, ...] = ()       # only tasks whose gold has one of these numbers of calls (all when empty)
+    #: how the tasks ask: "query" (colloquial, the default) or "query_base" (the templated source)
+    phrasing: str = "query"
     seed: int = 0
     control: Control = Control.STRICT
     condition: Condition = Condition.BASE
@@ -70,6 +72,8 @@ class StudyConfig:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
         if self.study is None and self.split:
             base += f"|{self.split}"
+        if self.study is None and self.phrasing != "query":
+            base += f"|{self.phrasing}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -92,11 +96,18 @@ class Study:
             cached = self.__dict__["_classes"] = {t.uid: t.cls for t in self.catalog.tools}
         return cached
 
+    @property
+    def catalog_id(self) -> str:
+        """The catalog as episode keys and the study identity name it (another phrasing of the
+        queries is another set of episodes)."""
+        phrasing = self.config.phrasing
+        return f"{self.catalog.name}#{self.catalog.fingerprint()}" + (f"|{phrasing}" if phrasing != "query" else "")
+
     def plan(self) -> list[PlanItem]:
         """(key, codec, task) for every episode of this shard, variant by variant and
         domain by domain, so a local model reuses its prompt prefix (system + tools)."""
         cfg = self.config
-        cat = f"{self.catalog.name}#{self.catalog.fingerprint()}"
+        cat = self.catalog_id
         tasks = sorted(self.tasks, key=lambda t: (t.domain, t.id))
         out: list[PlanItem] = []
         for codec in self.codecs:
@@ -117,7 +128,7 @@ class Study:
             "model": cfg.model, "settings_hash": self.settings_hash,
             # the settings themselves (not only their hash), so a refusal can say what changed
             "settings": {"provider": model_behaviour(self.model), "generate": cfg.generate.to_dict()},
-            "catalog": f"{self.catalog.name}#{self.catalog.fingerprint()}",
+            "catalog": self.catalog_id,
             "variants": [c.name for c in self.codecs],
             # a variant's definition, so an edited spec file under the same name is not mixed in
             "variant_steps": {c.name: stable_hash(codec_steps(c), 8) for c in self.codecs},
@@ -157,6 +168,22 @@ def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
     return sorted(picked, key=lambda t: t.id)
 
 
+#: phrasings a task can ask in: the colloquial query, or the templated source it was rendered from
+PHRASINGS = ("query", "query_base")
+
+
+def phrased(tasks: Sequence[Task], phrasing: str, catalog_name: str) -> list[Task]:
+    """``tasks`` asking in ``phrasing`` ("query_base": the templated query, as the paper's artifact
+    names it; the built-in catalog's ``query_templated``)."""
+    if phrasing not in PHRASINGS:
+        raise ToolbiasError(f"unknown phrasing '{phrasing}'", fix=f"use one of: {', '.join(PHRASINGS)}")
+    missing = [t.id for t in tasks if not t.query_templated]
+    if missing:
+        raise ToolbiasError(f"{len(missing)} task(s) of catalog '{catalog_name}' have no templated query "
+                            f"(first: {missing[0]})", fix="use --phrasing query")
+    return [replace(t, query=t.query_templated) for t in tasks]
+
+
 def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     tasks = list(catalog.tasks)
     if not tasks:
@@ -174,6 +201,8 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         from .splits import load_splits
 
         tasks = load_splits(cfg.splits, catalog).tasks(tasks, cfg.split)
+    if cfg.phrasing != "query":
+        tasks = phrased(tasks, cfg.phrasing, catalog.name)
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:

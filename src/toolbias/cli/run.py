@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -10,11 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..codec import Control
-from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, study_config
+from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, default_job, parse_domains, study_config
 from ..episode import Condition
+from ..errors import ToolbiasError
 from ..report.summary import infra_error_reasons, study_summary
+from ..runner import PHRASINGS, build_study, run_study_async
 from ..runner import Progress as RunProgress
-from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
 from .display import finding_of, print_finding, progress_bar
 
@@ -41,6 +43,13 @@ def summary_table(store: Store, study: str) -> Table:
     return table
 
 
+def _calls(value: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip()) if value else ()
+    except ValueError:
+        raise ToolbiasError(f"bad --calls '{value}'", fix="numbers of gold calls, e.g. --calls 1 or --calls 1,2") from None
+
+
 def register(group: click.Group) -> None:
     @group.command("run")
     @click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL",
@@ -49,11 +58,14 @@ def register(group: click.Group) -> None:
                   "[env OPENAI_BASE_URL]")
     @click.option("--catalog", default="builtin", show_default=True, help="builtin, toolschemaspace:DIR, "
                   "bfcl:DIR, tools:FILE, mcp:FILE")
-    @click.option("--variants", default="representative", show_default=True,
-                  help="all, representative (the paper's 12), a comma list of names, or spec files")
+    @click.option("--variants", help="all, representative (the paper's 12), a comma list of names, or spec files "
+                  f"[default: representative; the embedded default job: {EMBEDDED_DEFAULT_JOB.variants}]")
     @click.option("--tasks", type=int, help="only the first N tasks")
     @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
     @click.option("--domains", help="only tasks of these domains (comma list)")
+    @click.option("--calls", help="only tasks whose gold has this many calls (comma list, e.g. 1 or 1,2)")
+    @click.option("--phrasing", type=click.Choice(list(PHRASINGS)), help="how the tasks ask: query (colloquial) "
+                  f"or query_base (templated) [default: query; the embedded default job: {EMBEDDED_DEFAULT_JOB.phrasing}]")
     @click.option("--split", type=click.Choice(["train", "eval"]), help="only this part of the splits manifest "
                   "(eval: never a training task of `toolbias train-data`)")
     @click.option("--splits", default="default", show_default=True,
@@ -76,16 +88,23 @@ def register(group: click.Group) -> None:
     @click.option("--cache", help="response cache file (SQLite); off by default")
     @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str, condition: str, store: str,
+                sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None, splits: str, seed: int, control: str, condition: str, store: str,
                 study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
                 temperature: float, max_tokens: int | None, cache: str | None, html: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
+        job = default_job(model, catalog, tasks=tasks, sample=sample, domains=parse_domains(domains),
+                          variants=variants, split=split)
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
-                           domains=domains, split=split, splits=splits, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
+                           domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
                            temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                            workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url)
         built = build_study(cfg)
         console = Console(stderr=True)
+        if job is not None:
+            html = html or str(Path(store).parent / job.html)
+            console.print(f"the embedded model's default job ({len(built.codecs)} variants x {len(built.tasks)} "
+                          f"tasks; any task or variant option runs your own study instead):\n  {job.command()}",
+                          highlight=False, soft_wrap=True)
 
         async def check_then_run(st: Store) -> RunProgress:
             # one event loop for the check and the run: SDK clients belong to the loop that made them
