@@ -52,9 +52,10 @@ class DefaultJob:
 #: The embedded model (Qwen2.5-Coder-0.5B, 2 CPU cores) with no task option. Chosen by measurement:
 #:
 #: - variants: native against fully_merged (one dispatcher per domain, the paper's most different
-#:   representative) and nested_args; the others either do not fit the 8,192-token window
-#:   (class_dispatch ~26,000 prompt tokens, fully_split ~16,000) or cost a 2-4k-token prompt each
-#:   that the 10 minutes cannot afford beside enough tasks;
+#:   representative). The others either do not fit the 8,192-token window (class_dispatch ~26,000
+#:   prompt tokens, fully_split ~16,000) or cost a 2-4k-token prompt prefix and ~8 CPU-seconds per
+#:   episode that the 10 minutes cannot afford beside enough tasks (a third variant measured at
+#:   ~575 s for the job on idle cores: too close to the limit);
 #: - tasks: every single-call task of fitness_watch (41; its native schema is the smallest, ~2,000
 #:   prompt tokens): more tasks per variant rather than more variants, so the paired interval is
 #:   narrow enough to exclude zero;
@@ -62,7 +63,7 @@ class DefaultJob:
 #:   tool for almost anything (native 0 of 8 measured), so no variant could differ from it;
 #: - 2 turns of at most 128 tokens: the call, then the model's answer or one retry after an error
 #:   (a single call takes 30-60 tokens; the 0.5B model otherwise loops until the turn limit).
-EMBEDDED_DEFAULT_JOB = DefaultJob(variants="native,fully_merged,nested_args", domains=("fitness_watch",), calls=(1,),
+EMBEDDED_DEFAULT_JOB = DefaultJob(variants="native,fully_merged", domains=("fitness_watch",), calls=(1,),
                                   phrasing="query_base", turn_limit=2, max_tokens=128)
 
 
