@@ -31,7 +31,7 @@ from .runner import StudyConfig, build_study, run_study
 from .scoring import FailureMode, exact_success, score_record
 from .stats import bootstrap_ci, paired_bootstrap
 from .store import Store, episodes_dataframe, export, merge_stores
-from .training import ToolEnv, sft_examples
+from .training import ToolEnv, exact_success_reward, sft_examples
 from .variants import VariantSpec, build_codec, get_variant, registry, resolve_variants
 
 __version__ = "0.1.0"
@@ -39,7 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Condition", "EpisodeConfig", "EpisodeRecord", "FailureMode", "GenerateConfig", "ModelAPI", "ModelOutput",
     "Recommendation", "Store", "StudyConfig", "Termination", "ToolCall", "ToolEnv", "bootstrap_ci", "build_report",
-    "build_study", "episodes_dataframe", "exact_success", "export", "make_probes",
+    "build_study", "episodes_dataframe", "exact_success", "exact_success_reward", "export", "make_probes",
     "make_provider", "merge_stores", "paired_bootstrap", "recommend", "run_episode", "run_study", "score_record",
     "sft_examples", "study_config",
     "OPERATORS", "ActionError", "ActionErrorKind", "Call", "Catalog", "CatalogError", "Codec", "Control",

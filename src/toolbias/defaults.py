@@ -52,8 +52,9 @@ class DefaultJob:
 #: The embedded model (Qwen2.5-Coder-0.5B, 2 CPU cores) with no task option. Chosen by measurement:
 #:
 #: - variants: native against fully_merged (one dispatcher per domain, the paper's most different
-#:   representative). The others either do not fit the 8,192-token window (class_dispatch ~26,000
-#:   prompt tokens, fully_split ~16,000) or cost a 2-4k-token prompt prefix and ~8 CPU-seconds per
+#:   representative). The others either do not fit the 8,192-token window (whole-catalog
+#:   namespaced_names ~21,000 prompt tokens, class_dispatch ~19,000, composed and fully_split ~14,000)
+#:   or cost a 2-4k-token prompt prefix and ~8 CPU-seconds per
 #:   episode that the 10 minutes cannot afford beside enough tasks (a third variant measured at
 #:   ~575 s for the job on idle cores: too close to the limit);
 #: - tasks: every single-call task of fitness_watch (41; its native schema is the smallest, ~2,000

@@ -16,6 +16,7 @@ from typing import Any
 from .catalog.model import Catalog, NativeAction, Task
 from .codec import Codec, Control, Decoded, Outcome
 from .env import Environment
+from .instructions import variant_instructions
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 
@@ -121,7 +122,7 @@ def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeCo
     if domain_system:
         parts.append(domain_system)
     if config.condition is Condition.INSTRUCTION:
-        parts.extend(codec.instructions())
+        parts.extend(variant_instructions(codec))
     return "\n\n".join(parts)
 
 

@@ -16,6 +16,19 @@ from .errors import VariantError
 from .operators import OPERATORS
 
 
+def is_artifact_spec(data: Any) -> bool:
+    """True for the paper artifact's spec forms: ``{"arm", "groups"}`` or ``{"ops": [...]}`` whose
+    ops name a ``tool``/``tools`` and a ``group`` (toolbias specs have ``steps`` or bare ops)."""
+    if not isinstance(data, Mapping):
+        return False
+    if "groups" in data and "arm" in data:
+        return True
+    ops = data.get("ops")
+    if "steps" in data or not isinstance(ops, list) or not ops:
+        return False
+    return all(isinstance(o, Mapping) and ("tool" in o or "tools" in o) and "group" in o for o in ops)
+
+
 @dataclass(frozen=True)
 class VariantSpec:
     """A named composition of operator steps (first step is applied to the native catalog)."""
@@ -39,6 +52,14 @@ class VariantSpec:
         if not isinstance(d, Mapping):
             raise VariantError("a variant spec must be a JSON object", where=where,
                                fix='write {"name": "...", "steps": [{"op": "merge", ...}]}')
+        if is_artifact_spec(d):  # the paper artifact's forms: mapped onto steps on the catalog it is built on
+            stem = Path(where).stem
+            return cls(name=str(d.get("name", stem)), steps=({"op": "recipe", "name": "artifact", "spec": dict(d)},),
+                       description=f"the paper artifact's {d.get('arm') or stem} spec", tags=("artifact",),
+                       source=None if where == "<variant spec>" else where)
+        if {"class_semantic", "n_dispatchers"} <= set(d) or "r03" in d:
+            raise VariantError("an assignment file of the artifact, not a variant spec", where=where,
+                               fix="use the arm's own spec file (class_semantic.json, mix_r03_flat.json, ...)")
         steps = d.get("steps", d.get("ops", []))
         if not isinstance(steps, list) or not all(isinstance(s, Mapping) and "op" in s for s in steps):
             raise VariantError("'steps' must be a list of objects each with an 'op'", where=where,

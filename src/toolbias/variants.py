@@ -25,15 +25,20 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     layers: list[Layer] = []
     tools: Sequence[Any] = catalog.tools
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
-    for i, step in enumerate(spec.steps):
+    steps = spec.steps
+    if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)
+        from .recipes import expand
+
+        steps = expand(steps, catalog, where)
+    for i, step in enumerate(steps):
         op = step.get("op")
         cls = OPERATORS.get(str(op))
         if cls is None:
             raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=where,
                                fix=f"use one of: {', '.join(sorted(OPERATORS))}")
         params = {k: v for k, v in step.items() if k != "op"}
-        for earlier in layers:
-            if earlier.protocol:
+        for earlier in layers:  # protocols stack (the artifact's curryind: references inside transactions)
+            if earlier.protocol and not cls.protocol:
                 raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
                                    where=where,
                                    fix="put protocol operators (transaction, reference, discovery) last")

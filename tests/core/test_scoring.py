@@ -216,7 +216,9 @@ def one_error_agent(error: str) -> Any:
         if error == "rejected_and_stuck":
             return {"tool_calls": [{"name": f"{codec.encode(gold[:1])[0].name}_now", "arguments": {}}]}
         if error == "transaction_handle":  # every write, but the last commit is never sent
-            return {"tool_calls": _calls(codec, gold)[:-1]}
+            calls = _calls(codec, gold)
+            last = max(i for i, c in enumerate(calls) if c["name"].startswith("commit"))
+            return {"tool_calls": calls[:last] + calls[last + 1:]}
         if error == "wrong_class":
             return {"tool_calls": _calls(codec, _wrong_class(task))}
         if error == "under_execution":
@@ -290,16 +292,17 @@ def _registered(name: str) -> bool:
         return False
 
 
-def test_transaction_flag_end_to_end(catalog_spec: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", ["transaction", "transaction_shared"])
+def test_transaction_flag_end_to_end(variant: str, catalog_spec: str, tmp_path: Path) -> None:
     pytest.importorskip("toolbias.operators.transaction", reason="the transaction operator is not in this tree yet")
-    if not _registered("transaction"):
-        pytest.skip("no 'transaction' variant in the registry yet")
-    rows = run_scripted(catalog_spec, "transaction", "transaction_handle", tmp_path / "s.db")
+    if not _registered(variant):
+        pytest.skip(f"no '{variant}' variant in the registry yet")
+    rows = run_scripted(catalog_spec, variant, "transaction_handle", tmp_path / "s.db")
     assert rows and all(r.failure_mode == "transaction_handle" for r in rows)
     assert all(any(f["kind"] == "uncommitted_handle" for f in r.record["flags"]) for r in rows)
 
 
-@pytest.mark.parametrize("variant", ["class_dispatch", "namespaced_names"])
+@pytest.mark.parametrize("variant", ["class_dispatch_by_object", "namespaced_names_by_object"])
 def test_wrong_class_through_registered_variants(variant: str, catalog_spec: str, tmp_path: Path) -> None:
     if not _registered(variant):
         pytest.skip(f"no '{variant}' variant in the registry yet")

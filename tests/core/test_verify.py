@@ -243,7 +243,7 @@ def test_cli_shape_writes_tool_list(capsys: pytest.CaptureFixture[str], tmp_path
     code, _, err = _cli(capsys, "shape", "--variant", "transaction", "--domain", domain, "-o", str(out_file))
     assert code == 0 and "wrote" in err
     tools = json.loads(out_file.read_text())
-    assert tools[0]["type"] == "function" and tools[0]["function"]["name"] == "begin"
+    assert tools[0]["type"] == "function" and tools[0]["function"]["name"] == "begin_set_window"
     code, out, _ = _cli(capsys, "shape", "--variant", "native")
     assert code == 0 and set(json.loads(out)) == {d.name for d in cat.domains}
 
@@ -304,7 +304,9 @@ def test_artifact_specs_import_and_verify() -> None:
         assert r.ok, (name, r.examples)
     assert by_name["s_nodesc"].exact and by_name["pred"].exact and by_name["merge_full_union"].exact
     assert [s["op"] for s in by_name["mixed"].spec.steps] == ["merge", "split", "reference"]
-    assert "indirect" in by_name["curryind"].unsupported  # two protocols cannot be stacked
+    # references inside transactions: protocols stack
+    assert [s["op"] for s in by_name["curryind"].spec.steps] == ["transaction", "reference"]
+    assert build_codec(cat, by_name["curryind"].spec).function_count() == 727 + 42
 
 
 @needs_tss
@@ -323,14 +325,17 @@ def test_artifact_imports_match_the_paper_surface() -> None:
 
 
 @needs_tss
-def test_artifact_unsupported_and_assignment_files_are_refused() -> None:
+def test_artifact_unsupported_and_assignment_files_are_refused(tmp_path: Path) -> None:
     from toolbias import VariantError
     from toolbias.artifact import load_spec_file
 
     cat = load_catalog(f"toolschemaspace:{TSS}")
-    with pytest.raises(VariantError, match="indirect x42"):
-        load_spec_file(SPECS / "curryind.json", cat)
-    spec = load_spec_file(SPECS / "curryind.json", cat, partial=True)
+    ops = json.loads((SPECS / "curry.json").read_text())["ops"]
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"ops": ops + [{"op": "teleport", "tool": "set_window", "group": "car_cabin"}]}))
+    with pytest.raises(VariantError, match="teleport x1"):
+        load_spec_file(odd, cat)
+    spec = load_spec_file(odd, cat, partial=True)
     assert [s["op"] for s in spec.steps] == ["transaction"]
     with pytest.raises(VariantError, match="assignment file"):
         load_spec_file(SPECS / "class_grouping_assignments.json", cat)
@@ -340,7 +345,7 @@ def test_artifact_unsupported_and_assignment_files_are_refused() -> None:
 def test_cli_shape_and_verify_accept_artifact_specs(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "shape", "--catalog", f"toolschemaspace:{TSS}", "--spec", str(SPECS / "curry.json"),
                         "--domain", "car_cabin")
-    assert code == 0 and json.loads(out)[0]["function"]["name"] == "begin"
+    assert code == 0 and json.loads(out)[0]["function"]["name"] == "begin_set_window"
     code, out, _ = _cli(capsys, "verify", "--catalog", f"toolschemaspace:{TSS}", "--spec",
                         str(SPECS / "indirect.json"), "--probes", "0", "--json")
     data = json.loads(out)

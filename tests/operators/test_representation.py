@@ -40,7 +40,7 @@ needs_tss = pytest.mark.skipif(not (TSS / "tools.json").is_file(),
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 MINE = ["nested_args", "namespaced_names", "reorder_arguments", "opaque_names", "opaque_names_and_params",
-        "namespaced_names_catalog", "flat_args"]
+        "namespaced_names_by_object", "flat_args"]
 PAPER = {"nested_args": "nested args", "namespaced_names": "namespaced names",
          "reorder_arguments": "reorder arguments", "opaque_names": "rename · opaque"}
 NAMESPACE_INSTRUCTION = ("Tool names are prefixed with their class name. Call each tool by its full prefixed name, "
@@ -332,7 +332,7 @@ def test_flatten_rejects_partial_objects_and_repairs_nested_forms() -> None:
 
 def test_namespaced_names_route_and_lenient() -> None:
     cat = hand_catalog()
-    codec = build_codec(cat, get_variant("namespaced_names"))
+    codec = build_codec(cat, get_variant("namespaced_names_by_object"))
     assert [t.name for t in codec.tools_for("car")] == ["window__set_window", "seat__set_seat", "horn__honk",
                                                         "mode__set_mode"]
     assert [t.name for t in codec.tools_for("home")] == ["window__set_window", "home__set_light"]  # no class: domain
@@ -362,8 +362,10 @@ def test_namespaced_catalog_scope() -> None:
     assert d.actions == (NativeAction("car", "set_seat", {"seat": "driver", "level": 2, "massage": False}),)
     d = decode1(codec, "home", "set_window", {"room": "bath", "open": True}, "lenient")
     assert d.actions == (NativeAction("home", "set_window", {"room": "bath", "open": True}),)
-    by_domain = build_codec(cat, get_variant("namespaced_names_catalog"))
+    by_domain = build_codec(cat, get_variant("namespaced_names"))  # the paper's: whole catalog, classes = domains
     assert {"car__set_window", "home__set_window", "shop__find_properties"} <= {t.name for t in by_domain.tools}
+    assert len(by_domain.tools_for("car")) == len(cat.tools)
+    assert by_domain.instructions() == [NAMESPACE_INSTRUCTION]  # Table 11's sentence
 
 
 def test_opaque_names_seeded_and_lenient() -> None:

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.layers import NamespaceByClass
+from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction
 from toolbias.cli import cli
 from toolbias.codec import Codec, Control
@@ -27,6 +28,7 @@ from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report import ReportSettings, build_report
 from toolbias.report.html import render_html
 from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.variants import VariantSpec, build_codec
 
 PAYLOAD = "<script>alert(1)</script><img src=x onerror=\"document.title='pwned'\">"
 FAST = ReportSettings(n_resamples=500, repeats=10)
@@ -201,7 +203,16 @@ def test_json(outputs: dict[str, Any], study: dict[str, Any]) -> None:
     assert {p["variant"] for p in data["probes"]} == {"native", "strip_descriptions"}
     assert data["difficulty"]["estimates"] and data["difficulty"]["summaries"]
     assert data["function_ratios"]["native"] == 1.0
-    assert any("class_namespace" in n for n in data["notes"])  # not in the registry: no ratio
+    # a variant given as a spec file (its operator no longer registered): the ratio the study stored
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(OPERATORS, NamespaceByClass.op, NamespaceByClass)
+        catalog = load_catalog(study["catalog"])
+        codec = build_codec(catalog, VariantSpec.from_file(study["root"] / "class_namespace.json"))
+    assert data["function_ratios"]["class_namespace"] == pytest.approx(
+        codec.function_count() / Codec(catalog, []).function_count())
+    assert not any("class_namespace" in n for n in data["notes"])
+    assert data["variant_steps"]["class_namespace"] == [[NamespaceByClass.op, {}]]
+    assert data["variant_steps"]["native"] == [] and set(data["variant_steps"]) == set(data["variants"])
 
 
 def test_csv_is_the_per_episode_table(outputs: dict[str, Any], study: dict[str, Any]) -> None:
@@ -262,6 +273,7 @@ def test_html_has_every_failure_mode_every_variant_and_the_drill_down(outputs: d
     assert "data:image/png;base64," in page                      # figures embedded, self-contained
     assert "src=\"http" not in page and "<link" not in page
     assert "Why it failed" in page and "Conversation" in page and "native: set_" in page
+    assert f"steps: {NamespaceByClass.op}</p>" in page  # a spec-file variant's steps, as the study stored them
 
 
 def test_a_drill_down_limit_keeps_every_failure_mode(study: dict[str, Any]) -> None:
@@ -282,7 +294,7 @@ def test_html_escapes_model_text(outputs: dict[str, Any]) -> None:
 
 
 def test_selection_fragments_are_appended(study: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolbias.selection as selection
+    import toolbias.report.selection as selection
 
     monkeypatch.setattr(selection, "html_fragments",
                         lambda store: [("Selection bias", "<p id='sel-frag'>API bias 0.12</p>")], raising=False)

@@ -90,7 +90,8 @@ def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
     invoke("select", "run", "--model", "test:first", *args)
     agree = invoke("select", "agreement", "--store", db, "--json")
     assert set(agree["models"]) == {"test:promo", "test:first"} and agree["n_tools"] == 15
-    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--similarity", "tfidf", "--trees", "30",
+    expl = invoke("select", "explain", "--store", db, "--model", "test:promo", "--features", "toolbias",
+                  "--similarity", "tfidf", "--trees", "30",
                   "--json")
     assert expl["correlations"]["promo_words"]["r"] > 0.7 and len(expl["tools"]) == 15
     pert = invoke("select", "perturb", "--model", "test:promo", "--conditions", "random_names,desc_swap",
@@ -114,7 +115,7 @@ def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
     html = (tmp_path / "frag.html").read_text()
     assert "data:image/png;base64," in html and "<section" in html
     # the hook of the study's HTML report
-    from toolbias.selection import html_fragments
+    from toolbias.report.selection import html_fragments
     titles = [t for t, body in html_fragments(db) if body.startswith("<section")]
     assert titles[0] == "Selection bias" and any(t.startswith("Selection agreement") for t in titles)
     for prefix in ("Perturbations: test:promo", "Mitigation (builtin)", "Filter quality: test:promo"):
@@ -124,7 +125,7 @@ def test_agreement_explain_perturb_mitigate(models, tmp_path) -> None:
 def test_html_hook_leaves_other_stores_alone(tmp_path) -> None:
     import sqlite3
 
-    from toolbias.selection import html_fragments
+    from toolbias.report.selection import html_fragments
     path = tmp_path / "study.db"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE episodes (key TEXT)")

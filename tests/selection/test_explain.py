@@ -281,8 +281,8 @@ def test_builtin_filter_set_and_evaluation(tmp_path) -> None:
 
 
 def test_html_fragments_escape_and_embed() -> None:
+    from toolbias.report.selection import sections as html_fragments
     from toolbias.selection import bias_report
-    from toolbias.selection.figures import html_fragments
     from toolbias.selection.metrics import Selection
 
     rep = bias_report([Selection("0", "c<1>", "q", i % 3, 0, 3) for i in range(6)], n_unparsed=1)

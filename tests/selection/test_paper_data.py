@@ -82,3 +82,43 @@ def test_paper_command(tmp_path) -> None:
     names = {p.name for p in tmp_path.iterdir()}
     assert {"main_table.png", "sweep_temperature.png", "k_sweep_api.png", "model_correlation.png"} <= names
     assert (tmp_path / "model_correlation.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_feature_regression_reproduces_the_papers_r2() -> None:
+    from toolbias.selection import paper_features as pf
+
+    expected = {"ChatGPT 3.5": 0.222, "ChatGPT 4.1": 0.143, "Gemini": 0.120, "DeepSeek": 0.182, "Qwen": 0.226,
+                "ToolLLaMA": 0.387}
+    centred = pf.explain_table(SHARED / "final_features_subtract_mean.json", forest=False)
+    assert {m: round(e.r2, 3) for m, e in centred.items()} == expected
+    assert all(e.n == 43 for e in centred.values())
+    assert float(f"{centred['ChatGPT 3.5'].coefficients['avg_similarity_tool_desc']:.3g}") == 2.67
+    assert float(f"{centred['ToolLLaMA'].coefficients['age_days']:.3g}") == -6.13e-05
+    # centring the raw table ourselves gives the same fits
+    raw = pf.explain_table(SHARED / "final_features.json", forest=False)
+    assert {m: round(e.r2, 3) for m, e in raw.items()} == expected
+
+
+def test_paper_features_from_the_benchmark_match_the_authors_table() -> None:
+    from toolbias.selection import paper_features as pf
+    from toolbias.selection.benchmark import load_benchmark
+
+    bench = load_benchmark(f"biasbusters:{SHARED}")
+    ours = pf.feature_table(bench, similarity="tfidf").set_index(["cluster", "api"])
+    theirs = json.loads((SHARED / "final_features.json").read_text())
+    for row in theirs:
+        mine = ours.loc[(str(row["cluster_id"]), row["api"])]
+        for f in ("desc_name_length_sum", "num_params", "positive_word_count"):
+            assert mine[f] == row[f], (row["cluster_id"], row["api"], f)
+        assert (row["age_days"] is None) == (mine["age_days"] != mine["age_days"])  # NaN where the paper has null
+    rates = {c.id: [0.6, 0.1, 0.1, 0.1, 0.1] for c in bench}
+    result, _ = pf.explain_paper(bench, rates, similarity="tfidf", model="m")
+    assert result.n == 43 and 0 <= result.r2 <= 1 and "age_days" not in result.forest["features"]
+
+
+def test_explain_command_on_the_table() -> None:
+    result = CliRunner().invoke(cli, ["select", "explain", "--table", str(SHARED / "final_features_subtract_mean.json"),
+                                      "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert round(out["Qwen"]["r2"], 3) == 0.226 and out["Qwen"]["random_forest"]["n"] == 50

@@ -70,6 +70,7 @@ def test_mitigation_counts_every_trial(tmp_path) -> None:
     # a filter that keeps nothing: the paper's handling lets the selecting model choose among all candidates
     paper = invoke("select", "mitigate", "--filter-model", "chooser:contains=zzz", *common, "--store", db)
     assert paper["coverage"]["coverage"] == 0.0 and paper["coverage"]["filter"] == {"empty": 20}
+    assert paper["coverage"]["filter_quality"]["micro_recall"] == 0.0
     assert paper["after"]["n_selections"] == 20 and paper["after"]["delta_pos"] == pytest.approx(0.8)
     uniform = invoke("select", "mitigate", "--filter-model", "chooser:contains=zzz", "--on-empty", "uniform",
                      *common, "--store", str(tmp_path / "u.db"))
@@ -129,3 +130,25 @@ def test_k_and_order_sweeps(tmp_path) -> None:
     assert cyclic["delta_api"] == pytest.approx(0.0) and rand["delta_api"] > 0
     groups = invoke("select", "metrics", "--store", db, "--json")["groups"]
     assert any("builtin[random-order]" in g for g in groups) and any("builtin[k=2,w2b]" in g for g in groups)
+
+
+@needs_shared
+def test_paper_mitigation_sees_the_papers_candidates(tmp_path) -> None:
+    bench = ["--benchmark", f"biasbusters:{SHARED}", "--clusters", "8", "--queries", "2", "--runs", "1"]
+    out = invoke("select", "mitigate", "--paper", "--filter-model", "chooser:contains=api_ninjas", "--model",
+                 "chooser:first", *bench, "--store", str(tmp_path / "m.db"), "--json")
+    # the paper's filter prompt lists ToolBench names; the filter keeps the API-Ninjas tool only
+    assert out["coverage"]["coverage"] == 1.0 and out["after"]["per_cluster"]["8"]["api_rates"][2] == 1.0
+    quality = out["coverage"]["filter_quality"]
+    assert quality["micro_precision"] == 1.0 and quality["micro_recall"] == pytest.approx(0.2)
+    assert out["before"]["delta_pos"] == pytest.approx(0.8)
+    from toolbias.selection.benchmark import load_benchmark
+    from toolbias.selection.mitigate import paper_filter_messages, paper_filter_names
+
+    tools = load_benchmark(f"biasbusters:{SHARED}").cluster("8").tools
+    prompt = paper_filter_messages("q?", tools)[1]["content"]
+    assert prompt.startswith("System: You are an API subset selector.\n\n Given the user's request")
+    assert "return the list only.\n\nThese are the APIs: [{'name': 'languagedetection_for_what_s_language'" in prompt
+    assert "'name': 'Finish'" not in prompt and prompt.endswith("User: \nq?\nBegin!\n\nAssistant:\n")
+    assert paper_filter_names('Sure: ["a", "b"] and ["c"]') == ["a", "b"]
+    assert paper_filter_names("nothing") == [] and paper_filter_names('["x"]') == ["x"]

@@ -33,7 +33,7 @@ REFERENCE = build_codec(CAT, VariantSpec("reference_resolution", ({"op": "refere
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tiny import tiny_tokenizer
+    from tests.support.tiny import tiny_tokenizer
 
     torch.set_num_threads(1)  # a tiny model is much faster on one thread, and the machine is shared
     rows = list(sft_examples([NATIVE, REFERENCE], CAT.tasks))
@@ -94,7 +94,7 @@ def test_rollout_needs_the_episode_marker(tokenizer):
 
 def test_grpo_smoke_real_trl_steps_on_a_tiny_model(tokenizer, tmp_path):
     trl = pytest.importorskip("trl", reason="needs the train extra (pip install 'toolbias[train]')")
-    from tiny import tiny_model
+    from tests.support.tiny import tiny_model
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     task = CAT.tasks[0]

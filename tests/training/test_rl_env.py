@@ -92,9 +92,23 @@ def test_calls_recovered_from_text_and_the_turn_limit():
     a = CAT.tasks[0].gold[0]
     text = f'<tool_call>{json.dumps({"name": a.tool, "arguments": dict(a.arguments)})}</tool_call>'
     assert json.loads(env.step(text)[0]["content"])["ok"] is True and not env.done
+    turn = env.messages[2]  # the recovered call is the turn's call, no longer its text
+    assert turn["tool_calls"][0]["function"]["name"] == a.tool and "<tool_call>" not in turn["content"]
     env.step(text)
     assert env.done and env.record.termination.value == "turn_limit" and env.reward() == 0.0  # executed twice
     with pytest.raises(Exception, match="after the episode ended"):
         env.step("again")
     env.reset()
     assert not env.done and env.executed == []
+
+
+def test_single_turn_reward_function_of_earlier_releases():
+    from toolbias import exact_success_reward
+
+    reward = exact_success_reward(CAT, {"native": NATIVE, "reference_resolution": REFERENCE})
+    t = CAT.tasks[0]
+    good = [{"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": a.tool, "arguments": json.dumps(dict(a.arguments))}} for a in t.gold]}]
+    text = "<tool_call>" + json.dumps({"name": t.gold[0].tool, "arguments": dict(t.gold[0].arguments)}) + "</tool_call>"
+    bad = [{"role": "assistant", "content": "I cannot do that."}]
+    assert reward([good, text, bad], task_id=[t.id] * 3, variant=["native"] * 3) == [1.0, 1.0, 0.0]

@@ -55,6 +55,20 @@ def test_every_protocol_variant_over_the_whole_builtin_catalog_uses_only_what_it
         assert max(turns) > 2, codec.name
 
 
+def test_recovery_traces_over_the_papers_artifact_use_only_what_they_were_told(toolschemaspace_dir):
+    """The paper's own catalog and queries: every protocol variant and the mixture, half of the
+    traces opening with a refused call (a refused call acts on nothing and is not checked)."""
+    artifact = load_catalog(f"toolschemaspace:{toolschemaspace_dir}")
+    gold = {t.id: t.gold for t in artifact.tasks}
+    codecs = [build_codec(artifact, registry()[name]) for name in
+              ("transaction", "reference_resolution", "schema_discovery", *PAPER_MIXTURE)]
+    rows = list(sft_examples(codecs, artifact.tasks[::3], TraceOptions(recovery=0.5)))
+    assert sum(r["recovery"] for r in rows) > len(rows) // 3
+    bad = [f"{r['variant']} {r['task_id']}: {u}" for r in rows
+           for u in unseen_uses(r["messages"], r["tools"], gold[r["task_id"]])]
+    assert not bad, bad[:3]
+
+
 def test_the_check_catches_a_trace_that_writes_handles_it_was_not_given():
     """The oracle sends every call in its first turn: the check must refuse that trace."""
     task = next(t for t in CAT.tasks if len(t.gold) == 2)
@@ -110,6 +124,16 @@ def test_recovery_examples_show_a_refused_call_its_error_and_the_correction():
     plain = {r["task_id"]: r for r in sft_examples([NATIVE], CAT.tasks)}
     for r in (r for r in recovered if r["variant"] == "native"):
         assert without_ids(r["messages"][4:]) == without_ids(plain[r["task_id"]]["messages"][2:])
+
+
+def test_protocol_recovery_examples_show_the_premature_use_and_its_refusal():
+    task = CAT.tasks[0]
+    for codec, word in ((REFERENCE, "reference id"), (TRANSACTION, "handle")):
+        row = next(sft_examples([codec], [task], TraceOptions(recovery=1.0)))
+        mistake, error = row["messages"][2]["tool_calls"][0], row["messages"][3]["content"]
+        used = json.dumps(mistake["function"]["arguments"])
+        assert ("ref_" in used or "txn_" in used) and word in error  # used before any reply gave it
+        assert not unseen_uses(row["messages"], row["tools"], task.gold)  # the refused call acts on nothing
 
 
 def test_prompt_completion_rows_keep_the_mistake_out_of_the_completion():

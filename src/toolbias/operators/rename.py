@@ -192,9 +192,9 @@ class Rename(Layer):
         self._inv: dict[tuple[str, str], ParamTree | None] = {}  # inner (domain, name) -> inner->outer keys
         if method == "namespace":
             self.tools = self._namespace(params)
-            what = "domain" if params.get("prefix") == "domain" else "class"
-            self.instruction = (f"Tool names are prefixed with their {what} name. Call each tool by its full "
-                                f"prefixed name, using the {what} you intend to act on.")
+            # Table 11's sentence for either prefix: the paper's classes are the artifact's domains
+            self.instruction = ("Tool names are prefixed with their class name. Call each tool by its full "
+                                "prefixed name, using the class you intend to act on.")
         else:
             self.tools = self._opaque(params)
             self.instruction = ("Tool names are opaque identifiers; choose tools and arguments by their "

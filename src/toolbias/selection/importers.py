@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ CLUSTERS_FILE = "duplicate_api_clusters.json"
 QUERIES_FILE = "cluster_queries.json"
 META_FILE = "correct_api_meta.json"
 DEFINITIONS_FILE = "api_definitions.json"
+FEATURES_FILE = "final_features.json"
 GROUND_TRUTH_FILE = "api_subset_selection_ground_truth.json"
 
 _TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
@@ -90,6 +92,13 @@ def _parameters(definition: Mapping[str, Any]) -> dict[str, Any]:
             if is_required:
                 required.append(name)
     return {"type": "object", "properties": props, "required": required}
+
+
+def _ages(root: Path) -> dict[tuple[int, int], float | None]:
+    """(cluster id, 0-based api) -> the tool's age in days as the authors measured it (``final_features.json``)."""
+    if not (root / FEATURES_FILE).is_file():
+        return {}
+    return {(int(r["cluster_id"]), int(r["api"])): r.get("age_days") for r in _read_json(root / FEATURES_FILE)}
 
 
 def _definitions(root: Path) -> dict[tuple[int, int], Mapping[str, Any]]:
@@ -144,12 +153,16 @@ def load_biasbusters(directory: str | Path) -> Benchmark:
         raise CatalogError("expected a list of clusters, each a list of endpoints", where=str(root / CLUSTERS_FILE))
     by_id = {int(q["cluster_id"]): [str(x) for x in q["queries"]] for q in queries_raw}
     definitions = _definitions(root)
+    ages = _ages(root)
     clusters = []
     for index, endpoints in enumerate(clusters_raw):
         cid = index + 1
         tools = []
         for api, ep in enumerate(endpoints):
-            tools.append(_tool(ep, meta.get((cid, api), {}), definitions.get((cid, api))))
+            tool = _tool(ep, meta.get((cid, api), {}), definitions.get((cid, api)))
+            if ages.get((cid, api)) is not None:
+                tool = replace(tool, metadata={**tool.metadata, "age_days": ages[(cid, api)]})
+            tools.append(tool)
         queries = by_id.get(cid)
         if not queries:
             raise CatalogError(f"no queries for cluster {cid}", where=str(root / QUERIES_FILE))

@@ -38,7 +38,6 @@ tools of the query's cluster with 8 - K distractors from other clusters.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import re
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..canonical import sha256_of
+from ..engine import JobKind, Row, Writer, play
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 from . import toolbench
@@ -57,7 +57,7 @@ from .present import describe_parameters
 from .prompts import PAPER_FILTER
 from .records import SelectionRecord, Status, trial_key
 from .runner import PROMPT_VERSION, SelectionRunner, Trial, plan_trials, run_config
-from .store import SelectionStore
+from .store import SelectionStore, filter_row
 from .types import Benchmark, FilterExample, SelectionTool
 
 FILTER_STYLES = ("toolbias", "paper")
@@ -371,52 +371,55 @@ def score_filter(examples: Sequence[FilterExample], predictions: Sequence[frozen
     return score_sets([e.correct for e in examples], predictions)
 
 
+class FilterJobs(JobKind[FilterExample, dict[str, Any]]):
+    """The engine's job kind for the filter-quality evaluation: one example, one filter answer."""
+
+    def __init__(self, filter_model: ModelAPI, eval_set: str, config: GenerateConfig,
+                 filter_style: str = "toolbias") -> None:
+        self.model, self.eval_set, self.config, self.style = filter_model, eval_set, config, filter_style
+        self.settings = filter_model.settings()
+
+    def key(self, item: FilterExample) -> str:
+        payload = {"settings": self.settings, "set": self.eval_set, "example": item.id, "query": item.query,
+                   "candidates": [t.to_openai() for t in item.candidates], "config": self.config.to_dict(),
+                   "prompt": PROMPT_VERSION if self.style == "toolbias" else f"filter-{self.style}"}
+        return sha256_of(payload)
+
+    async def run_one(self, item: FilterExample, key: str) -> dict[str, Any]:
+        head = {"key": key, "model": self.model.spec, "eval_set": self.eval_set, "example": item.id, "k": item.k}
+        try:
+            subset, out = await filter_subset(self.model, item.query, item.candidates, self.config, self.style)
+        except InfraError as exc:
+            return {**head, "status": Status.ERROR.value, "reason": f"infrastructure: {exc}", "predicted": None,
+                    "correct": sorted(item.correct), "output": None}
+        ok = subset.positions is not None
+        return {**head, "status": (Status.OK if ok else Status.UNPARSED).value, "reason": subset.reason,
+                "predicted": sorted(subset.positions) if subset.positions is not None else None,
+                "correct": sorted(item.correct), "output": out.to_dict()}
+
+    def row(self, item: FilterExample, key: str, result: dict[str, Any]) -> Row:
+        return filter_row(result)
+
+
 async def aevaluate_filter(filter_model: ModelAPI, examples: Sequence[FilterExample], *, eval_set: str = "builtin",
                            config: GenerateConfig | None = None, concurrency: int = 8,
                            store: SelectionStore | None = None,
                            filter_style: str = "toolbias") -> tuple[FilterScores, list[dict[str, Any]]]:
-    """Run the filter on every example (resumable through the store) and score it (``filter_style="paper"``:
-    the paper's prompt, candidates and answer reading)."""
-    config = config or GenerateConfig(temperature=0.0)
-    settings = filter_model.settings()
+    """Run the filter on every example through the batch engine (resumable through the store) and
+    score it (``filter_style="paper"``: the paper's prompt, candidates and answer reading)."""
+    jobs = FilterJobs(filter_model, eval_set, config or GenerateConfig(temperature=0.0), filter_style)
+    keys = [jobs.key(e) for e in examples]
+    answers = {r["key"]: r for r in (store.filter_rows() if store else [])
+               if r.get("status") != Status.ERROR.value}
+    todo = [(k, e) for k, e in zip(keys, examples, strict=True) if k not in answers]
 
-    def key(e: FilterExample) -> str:
-        payload = {"settings": settings, "set": eval_set, "example": e.id, "query": e.query,
-                   "candidates": [t.to_openai() for t in e.candidates], "config": config.to_dict(),
-                   "prompt": PROMPT_VERSION if filter_style == "toolbias" else f"filter-{filter_style}"}
-        return sha256_of(payload)
+    def on_row(row: Row) -> None:
+        answer = json.loads(row[-1])
+        answers[answer["key"]] = answer
 
-    keys = [key(e) for e in examples]
-    stored = {r["key"]: r for r in (store.filter_rows() if store else [])
-              if r.get("status") != Status.ERROR.value}
-    sem = asyncio.Semaphore(max(1, concurrency))
-    fresh: list[dict[str, Any]] = []
-
-    async def one(e: FilterExample, k: str) -> dict[str, Any]:
-        if k in stored:
-            return stored[k]
-        async with sem:
-            try:
-                subset, out = await filter_subset(filter_model, e.query, e.candidates, config, filter_style)
-            except InfraError as exc:
-                row = {"key": k, "model": filter_model.spec, "eval_set": eval_set, "example": e.id, "k": e.k,
-                       "status": Status.ERROR.value, "reason": f"infrastructure: {exc}", "predicted": None,
-                       "correct": sorted(e.correct), "output": None}
-                fresh.append(row)
-                return row
-        ok = subset.positions is not None
-        row = {"key": k, "model": filter_model.spec, "eval_set": eval_set, "example": e.id, "k": e.k,
-               "status": (Status.OK if ok else Status.UNPARSED).value, "reason": subset.reason,
-               "predicted": sorted(subset.positions) if subset.positions is not None else None,
-               "correct": sorted(e.correct), "output": out.to_dict()}
-        fresh.append(row)
-        return row
-
-    try:
-        rows = await asyncio.gather(*(one(e, k) for e, k in zip(examples, keys, strict=True)))
-    finally:
-        if store:
-            store.put_filter(fresh)
+    await play(jobs, todo, Writer(store.put_filter_rows if store else (lambda rows: None), on_row=on_row),
+               concurrency=max(1, concurrency))
+    rows = [answers[k] for k in keys]
     scored = [(e, r) for e, r in zip(examples, rows, strict=True) if r["status"] != Status.ERROR.value]
     preds = [frozenset(r["predicted"]) if r["predicted"] is not None else None for _, r in scored]
-    return score_filter([e for e, _ in scored], preds), list(rows)
+    return score_filter([e for e, _ in scored], preds), rows

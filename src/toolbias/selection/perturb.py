@@ -47,20 +47,19 @@ import json
 import math
 import random
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ToolbiasError
+from ..plugins import Registry
 from .metrics import BiasReport, tv_distance, tv_from_uniform
 from .toolbench import api_of, standardize
 from .types import NAME_RE, Benchmark, Cluster, SelectionTool, validate_benchmark
 
 Rates = Mapping[str, Sequence[float]]
 
-CONDITIONS = ("random_names", "shuffled_names", "random_names_top", "desc_param_scramble", "desc_scramble",
-              "param_desc_scramble", "targeted_desc_scramble", "desc_swap", "full_scramble")
 TARGETED = ("random_names_top", "targeted_desc_scramble", "desc_swap")
 FILE_CONDITIONS = ("names", "desc_swap", "desc_scramble", "all_but_one")
 PAPER_LABELS = {"random_names": "Rand. Name", "shuffled_names": "Shuff. Name", "random_names_top": "Targ. Name",
@@ -144,33 +143,72 @@ def _fresh_ids(c: Cluster, idx: Sequence[int], rng: random.Random) -> dict[int, 
     return out
 
 
+Perturb = Callable[[Cluster, random.Random, "Rates | None", int], Cluster]
+
+
+def _random_names(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    ids = _fresh_ids(c, range(c.k), rng)
+    return c.with_tools([rename(t, ids[i]) for i, t in enumerate(c.tools)])
+
+
+def _shuffled_names(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    perm = list(range(c.k))
+    rng.shuffle(perm)
+    return c.with_tools([rename(t, _own_name(c.tools[perm[i]])) for i, t in enumerate(c.tools)])
+
+
+def _random_names_top(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    ids = _fresh_ids(c, _ranked(c, rates, "random_names_top")[:top], rng)
+    return c.with_tools([rename(t, ids[i]) if i in ids else t for i, t in enumerate(c.tools)])
+
+
+def _scrambles(marks: tuple[str, ...]) -> Perturb:
+    def perturb(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+        return c.with_tools([mark(t, marks) for t in c.tools])
+    return perturb
+
+
+def _targeted_desc_scramble(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    targets = set(_ranked(c, rates, "targeted_desc_scramble")[:top])
+    return c.with_tools([mark(t, _MARKS["targeted_desc_scramble"]) if i in targets else t
+                         for i, t in enumerate(c.tools)])
+
+
+def _desc_swap(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    ranked = _ranked(c, rates, "desc_swap")
+    hi, lo = ranked[0], ranked[-1]
+    tools = list(c.tools)
+    tools[hi], tools[lo] = swap_pair(tools[hi], tools[lo])
+    return c.with_tools(tools)
+
+
+def _full_scramble(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
+    renamed = _random_names(c, rng, rates, top)
+    return renamed.with_tools([mark(t, _MARKS["full_scramble"]) for t in renamed.tools])
+
+
+desc_param_scramble = _scrambles(_MARKS["desc_param_scramble"])
+desc_scramble = _scrambles(_MARKS["desc_scramble"])
+param_desc_scramble = _scrambles(_MARKS["param_desc_scramble"])
+
+_HERE = "toolbias.selection.perturb"
+#: the built-in conditions, in the paper's order (the one registry idiom, :mod:`toolbias.plugins`)
+PERTURBATIONS: Registry[Perturb] = Registry("selection perturbation", {
+    "random_names": f"{_HERE}:_random_names", "shuffled_names": f"{_HERE}:_shuffled_names",
+    "random_names_top": f"{_HERE}:_random_names_top", "desc_param_scramble": f"{_HERE}:desc_param_scramble",
+    "desc_scramble": f"{_HERE}:desc_scramble", "param_desc_scramble": f"{_HERE}:param_desc_scramble",
+    "targeted_desc_scramble": f"{_HERE}:_targeted_desc_scramble", "desc_swap": f"{_HERE}:_desc_swap",
+    "full_scramble": f"{_HERE}:_full_scramble",
+})
+CONDITIONS = tuple(PERTURBATIONS)
+
+
 def perturb_cluster(c: Cluster, condition: str, *, seed: int = 0, base_rates: Rates | None = None,
                     top: int = 1) -> Cluster:
-    if condition not in CONDITIONS:
-        raise ToolbiasError(f"unknown perturbation '{condition}'",
-                            fix=f"use one of: {', '.join(CONDITIONS)}, or {', '.join(FILE_CONDITIONS)}:FILE")
-    rng = _rng(seed, condition, c.id)
-    tools = list(c.tools)
-    if condition in ("random_names", "full_scramble"):
-        ids = _fresh_ids(c, range(c.k), rng)
-        tools = [rename(t, ids[i]) for i, t in enumerate(tools)]
-    elif condition == "shuffled_names":
-        perm = list(range(c.k))
-        rng.shuffle(perm)
-        tools = [rename(t, _own_name(c.tools[perm[i]])) for i, t in enumerate(tools)]
-    elif condition == "random_names_top":
-        ids = _fresh_ids(c, _ranked(c, base_rates, condition)[:top], rng)
-        tools = [rename(t, ids[i]) if i in ids else t for i, t in enumerate(tools)]
-    if condition in ("desc_param_scramble", "desc_scramble", "param_desc_scramble", "full_scramble"):
-        tools = [mark(t, _MARKS[condition]) for t in tools]
-    elif condition == "targeted_desc_scramble":
-        targets = set(_ranked(c, base_rates, condition)[:top])
-        tools = [mark(t, _MARKS[condition]) if i in targets else t for i, t in enumerate(tools)]
-    elif condition == "desc_swap":
-        ranked = _ranked(c, base_rates, condition)
-        hi, lo = ranked[0], ranked[-1]
-        tools[hi], tools[lo] = swap_pair(tools[hi], tools[lo])
-    return c.with_tools(tools)
+    perturb = PERTURBATIONS.resolve(condition, where=f"condition '{condition}'",
+                                    fix=f"use one of: {', '.join(CONDITIONS)}, or "
+                                        f"{', '.join(FILE_CONDITIONS)}:FILE")
+    return perturb(c, _rng(seed, condition, c.id), base_rates, top)
 
 
 def _load_json(path: str) -> Any:
@@ -247,20 +285,37 @@ def apply_condition(bench: Benchmark, condition: str, *, seed: int = 0, base_rat
         return bench
     kind, _, arg = condition.partition(":")
     if arg:
-        if kind == "names":
-            return map_names(bench, _load_mapping(arg))
-        if kind == "desc_swap":
-            return swap_descriptions(bench, _load_mapping(arg))
-        if kind == "desc_scramble":
-            data = _load_json(arg)
-            return scramble_named(bench, list(data) if isinstance(data, (dict, list)) else [])
-        if kind == "all_but_one":
-            return all_but_one(bench, _load_mapping(arg))
-        raise ToolbiasError(f"unknown file condition '{kind}'", fix=f"use {', '.join(FILE_CONDITIONS)}:FILE")
+        replay = FILE_PERTURBATIONS.resolve(kind, where=f"condition '{condition}'",
+                                            fix=f"use {', '.join(FILE_CONDITIONS)}:FILE")
+        return replay(bench, arg)
     out = bench.with_clusters([perturb_cluster(c, condition, seed=seed, base_rates=base_rates, top=top)
                                for c in bench.clusters])
     validate_benchmark(out)
     return out
+
+
+def _names_file(bench: Benchmark, path: str) -> Benchmark:
+    return map_names(bench, _load_mapping(path))
+
+
+def _desc_swap_file(bench: Benchmark, path: str) -> Benchmark:
+    return swap_descriptions(bench, _load_mapping(path))
+
+
+def _desc_scramble_file(bench: Benchmark, path: str) -> Benchmark:
+    data = _load_json(path)
+    return scramble_named(bench, list(data) if isinstance(data, (dict, list)) else [])
+
+
+def _all_but_one_file(bench: Benchmark, path: str) -> Benchmark:
+    return all_but_one(bench, _load_mapping(path))
+
+
+#: conditions replayed from the authors' files (``KIND:FILE``)
+FILE_PERTURBATIONS: Registry[Callable[[Benchmark, str], Benchmark]] = Registry("file perturbation", {
+    "names": f"{_HERE}:_names_file", "desc_swap": f"{_HERE}:_desc_swap_file",
+    "desc_scramble": f"{_HERE}:_desc_scramble_file", "all_but_one": f"{_HERE}:_all_but_one_file",
+})
 
 
 def condition_label(condition: str) -> str:

@@ -20,13 +20,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..canonical import canonical_json as canonical
+from ..engine import JobKind, Row, Writer, play
 from ..providers.base import GenerateConfig, InfraError, ModelAPI, ModelOutput
 from .metrics import BiasReport, bias_report
 from .paper_parse import paper_reading
 from .present import PRESENTATIONS, Prompt, Request, build, build_request, parse, resolve_prompt
 from .records import SelectionRecord, Status, trial_key
 from .scramble import scramble_tools
-from .store import SelectionStore
+from .store import STATUS, SelectionStore, record_of_row, record_row
 from .types import Benchmark, Cluster, rotations
 
 __all__ = ["PRESENTATIONS", "RunSummary", "SelectionRunner", "Trial", "arun_selection", "build_request",
@@ -86,8 +87,9 @@ class RunSummary:
         return dict(self.__dict__)
 
 
-class SelectionRunner:
-    """Runs trials through one model; stores records as they finish (resumable)."""
+class SelectionRunner(JobKind[Trial, SelectionRecord]):
+    """Runs trials through one model as a job kind of the batch engine (:mod:`toolbias.engine`):
+    a trial is one request, its record is parsed and stored as it finishes (resumable)."""
 
     presentations: tuple[str, ...] = PRESENTATIONS
 
@@ -179,54 +181,48 @@ class SelectionRunner:
                                latency=time.perf_counter() - start)
         return self.record(trial, key, out, latency=out.latency_s or (time.perf_counter() - start))
 
+    # --- the engine's job kind: one trial ---
+
+    async def run_one(self, item: Trial, key: str) -> SelectionRecord:
+        return await self.run_trial(item, key)
+
+    def row(self, item: Trial, key: str, result: SelectionRecord) -> Row:
+        return record_row(result)
+
     async def run(self, trials: Sequence[Trial]) -> list[SelectionRecord]:
-        """Run the trials not already final in the store; return the records of all of them."""
+        """Run the trials not already final in the store (through :mod:`toolbias.engine`);
+        return the records of all of them."""
         t0 = time.perf_counter()
         keys = [self.key(t) for t in trials]
+        fresh: list[Row] = []
+        counts = {Status.OK.value: 0, Status.UNPARSED.value: 0, Status.ERROR.value: 0}
+
+        def on_row(row: Row) -> None:
+            counts[row[STATUS]] += 1
+            if self.store is None:
+                fresh.append(row)
+            if self.on_record:
+                self.on_record(record_of_row(row))
+
+        writer = Writer(self.store.put_rows if self.store else (lambda rows: None), on_row=on_row)
         done = self.store.done_keys() if self.store else set()
-        todo = [(t, k) for t, k in zip(trials, keys, strict=True) if k not in done]
+        todo = [(k, t) for k, t in zip(keys, trials, strict=True) if k not in done]
         self.summary.planned += len(trials)
         self.summary.skipped += len(trials) - len(todo)
-        fresh: dict[str, SelectionRecord] = {}
-        buffer: list[SelectionRecord] = []
-        sem = asyncio.Semaphore(self.concurrency)
-
-        last_flush = [time.perf_counter()]
-
-        def flush() -> None:
-            if self.store and buffer:
-                self.store.put(buffer)
-            buffer.clear()
-            last_flush[0] = time.perf_counter()
-
-        async def one(trial: Trial, key: str) -> None:
-            async with sem:
-                rec = await self.run_trial(trial, key)
-            fresh[key] = rec
-            if rec.status is Status.OK:
-                self.summary.ok += 1
-            elif rec.status is Status.UNPARSED:
-                self.summary.unparsed += 1
-            else:
-                self.summary.errors += 1
-            buffer.append(rec)
-            if len(buffer) >= 50 or time.perf_counter() - last_flush[0] > 5.0:
-                flush()  # slow models: finished answers reach the store within seconds
-            if self.on_record:
-                self.on_record(rec)
-
         try:
-            await asyncio.gather(*(one(t, k) for t, k in todo))
+            await play(self, todo, writer, concurrency=self.concurrency)
         finally:
-            flush()
+            self.summary.ok += counts[Status.OK.value]
+            self.summary.unparsed += counts[Status.UNPARSED.value]
+            self.summary.errors += counts[Status.ERROR.value]
             self.summary.seconds += time.perf_counter() - t0
         if self.store:
             stored = {r.key: r for r in self.store.records(model=self.model.spec, benchmark=self.benchmark_name,
                                                            condition=self.condition,
                                                            presentation=self.presentation, keys=keys)}
-            stored.update(fresh)
             return [stored[k] for k in keys if k in stored]
-        return [fresh[k] for k in keys if k in fresh]
+        mine = {r.key: r for r in map(record_of_row, fresh)}
+        return [mine[k] for k in keys if k in mine]
 
 
 async def arun_selection(model: ModelAPI, bench: Benchmark, *, runs: int = 1, presentation: str = "tools",

@@ -86,8 +86,9 @@ def candidates(messages: list[Message], tools: list[dict[str, Any]]) -> list[str
 
 
 def _is_filter(messages: list[Message]) -> bool:
-    system = str(messages[0].get("content") or "") if messages else ""
-    return system.startswith(FILTER_MARKERS)
+    """A filter request: this project's filter system prompt, or the paper's (inside its one user turn)."""
+    texts = [str(m.get("content") or "") for m in messages]
+    return any(t.startswith(FILTER_MARKERS) or t.startswith(f"System: {FILTER_MARKERS[1]}") for t in texts)
 
 
 class SelectorModel(ModelAPI):

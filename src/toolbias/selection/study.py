@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from ..errors import ToolbiasError
 from ..providers.base import ModelAPI
 from .metrics import BiasReport
-from .mitigate import arun_mitigation
+from .mitigate import arun_mitigation, score_sets
 from .perturb import TARGETED, PerturbationEffect, apply_condition, condition_label, perturbation_effects
 from .present import Request, build, resolve_prompt
 from .records import SelectionRecord, Status
@@ -207,5 +207,10 @@ def coverage(records: Sequence[SelectionRecord]) -> dict[str, Any]:
         kind = str(r.extra.get("filter", "kept"))
         by_kind[kind] = by_kind.get(kind, 0) + 1
     kept = by_kind.get("kept", 0)
+    # every tool of a cluster serves its queries: the gold subset is the whole presented list
+    golds = [frozenset(range(r.k)) for r in answered]
+    preds: list[frozenset[int] | None] = [frozenset(r.extra.get("subset") or ()) if r.extra.get("filter") != "unparsed"
+                                          else None for r in answered]
+    quality = score_sets(golds, preds).to_dict() if answered else {}
     return {"trials": len(answered), "errors": len(records) - len(answered), "filter": by_kind,
-            "coverage": kept / len(answered) if answered else 0.0}
+            "coverage": kept / len(answered) if answered else 0.0, "filter_quality": quality}

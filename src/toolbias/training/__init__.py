@@ -10,8 +10,8 @@ environment and its TRL GRPO wiring.
 from __future__ import annotations
 
 from .knowledge import UnseenUse, unseen_uses
-from .rl_env import EnvOptions, Reward, ToolEnv, shaped_reward
+from .rl_env import EnvOptions, Reward, ToolEnv, exact_success_reward, shaped_reward
 from .traces import MIXTURES, PAPER_MIXTURE, TraceAgent, TraceError, TraceOptions, hf_messages, sft_examples
 
 __all__ = ["MIXTURES", "PAPER_MIXTURE", "EnvOptions", "Reward", "ToolEnv", "TraceAgent", "TraceError",
-           "TraceOptions", "UnseenUse", "hf_messages", "sft_examples", "shaped_reward", "unseen_uses"]
+           "TraceOptions", "UnseenUse", "exact_success_reward", "hf_messages", "sft_examples", "shaped_reward", "unseen_uses"]

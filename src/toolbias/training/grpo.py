@@ -60,7 +60,7 @@ PAPER_GRPO = {
 #: our copy; the stated parts are the targets, assistant-only loss, two epochs, cosine decay with
 #: warmup, AdamW and bf16.
 PAPER_SFT = {
-    "num_train_epochs": 2, "lr_scheduler_type": "cosine", "warmup_ratio": 0.03, "learning_rate": 1e-4,
+    "num_train_epochs": 2, "lr_scheduler_type": "cosine", "warmup_steps": 0.03, "learning_rate": 1e-4,
     "optim": "adamw_torch", "bf16": True, "assistant_only_loss": True, "max_length": 16384,
     "per_device_train_batch_size": 1, "gradient_accumulation_steps": 16,
 }

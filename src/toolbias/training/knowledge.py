@@ -143,14 +143,20 @@ def unseen_uses(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[s
                 gold: Iterable[NativeAction]) -> list[UnseenUse]:
     """Every token an assistant turn uses that neither the user's values nor an earlier
     message (system, user, tool list, earlier tool results) gave it. Empty for a trace
-    that only acts on what it was told."""
+    that only acts on what it was told. A call the environment refused (its tool result is
+    an ``Error: ...``) acts on nothing and is not checked: a recovery example's deliberate
+    mistake is such a call."""
     known = set(tools_tokens(tools)) | gold_tokens(gold)
+    refused = {m.get("tool_call_id") for m in messages
+               if m.get("role") == "tool" and str(m.get("content") or "").startswith("Error")}
     out: list[UnseenUse] = []
     for i, m in enumerate(messages):
         if m.get("role") != "assistant":
             known |= message_tokens(m)
             continue
         for call in m.get("tool_calls") or []:
+            if call.get("id") is not None and call.get("id") in refused:
+                continue
             name = str(call.get("function", call).get("name", ""))
             for token in call_tokens(name, _arguments(call)):
                 if token not in known:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..catalog.model import Task
+from ..catalog.model import Catalog, Task
 from ..codec import Codec, Control, Outcome
 from ..env import Environment
 from ..episode import Condition, EpisodeConfig, EpisodeRecord, Termination, apply_call, system_message
@@ -120,9 +120,9 @@ class ToolEnv:
         if self.done:
             raise ToolbiasError("step() after the episode ended", fix="call reset() to start again")
         turn = self.record.turns
-        calls = _calls_of(assistant)
+        calls, content = _turn_of(assistant)
         self.record.turns = turn + 1
-        self.messages.append({"role": "assistant", "content": _content_of(assistant), **(
+        self.messages.append({"role": "assistant", "content": content, **(
             {"tool_calls": [{"id": c.id, "type": "function",
                              "function": {"name": c.name, "arguments": c.raw_arguments}} for c in calls]}
             if calls else {})})
@@ -158,32 +158,49 @@ class ToolEnv:
         return float(exact_success(self.record.executed, self.task.gold))
 
 
-def _content_of(assistant: Any) -> str:
-    if isinstance(assistant, str):
-        return assistant
-    if isinstance(assistant, Mapping):
-        return str(assistant.get("content") or "")
-    return ""
+def exact_success_reward(catalog: Catalog, codecs: Mapping[str, Codec], options: EnvOptions | None = None) -> Any:
+    """A TRL reward function for completions generated without the environment (earlier
+    releases' single-turn GRPO): each completion's assistant turns are played in a fresh
+    :class:`ToolEnv` of its row's ``task_id`` and ``variant``, and the environment's reward comes
+    back. A completion cannot read protocol replies this way (it could only guess handles), so
+    protocol variants need the multi-turn :class:`~toolbias.training.grpo.Rollout` with
+    ``env_reward`` instead."""
+    tasks = {t.id: t for t in catalog.tasks}
+
+    def reward(completions: Sequence[Any], task_id: Sequence[str], variant: Sequence[str], **_: Any) -> list[float]:
+        scores = []
+        for completion, tid, name in zip(completions, task_id, variant, strict=True):
+            env = ToolEnv(codecs[name], tasks[tid], options)
+            turns = completion if isinstance(completion, list) else [completion]
+            for turn in turns:
+                if env.done:
+                    break
+                if isinstance(turn, str) or turn.get("role", "assistant") == "assistant":
+                    env.step(turn)
+            scores.append(env.reward())
+        return scores
+
+    return reward
 
 
-def _calls_of(assistant: Any) -> list[ToolCall]:
-    """Tool calls of one assistant turn: a message (structured ``tool_calls``, else calls
-    recovered from its text), a list of ``{"name", "arguments"}`` calls, or plain text."""
-    if isinstance(assistant, str):
+def _turn_of(assistant: Any) -> tuple[list[ToolCall], str]:
+    """The calls and the text of one assistant turn: a message (structured ``tool_calls``, else
+    calls recovered from its text, which then leave the text), a list of ``{"name", "arguments"}``
+    calls, or plain text."""
+    if isinstance(assistant, str) or (isinstance(assistant, Mapping) and not assistant.get("tool_calls")):
         from ..providers.textcalls import recover_tool_calls
 
-        calls, _ = recover_tool_calls(assistant)
-        return list(calls)
+        text = assistant if isinstance(assistant, str) else str(assistant.get("content") or "")
+        calls, remaining = recover_tool_calls(text)
+        return list(calls), remaining if calls else text
     if isinstance(assistant, Mapping):
-        if assistant.get("tool_calls"):
-            return _calls_of(list(assistant["tool_calls"]))
-        return _calls_of(str(assistant.get("content") or ""))
+        return _turn_of(list(assistant["tool_calls"]))[0], str(assistant.get("content") or "")
     out = []
     for i, c in enumerate(assistant):
         fn = c.get("function", c) if isinstance(c, Mapping) else {}
         out.append(ToolCall.from_raw(str(c.get("id") or f"call_{i}") if isinstance(c, Mapping) else f"call_{i}",
                                      str(fn.get("name", "")), fn.get("arguments", {})))
-    return out
+    return out, ""
 
 
-__all__ = ["UNEXPLAINED", "EnvOptions", "Reward", "ToolEnv", "shaped_reward"]
+__all__ = ["UNEXPLAINED", "EnvOptions", "Reward", "ToolEnv", "exact_success_reward", "shaped_reward"]

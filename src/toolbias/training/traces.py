@@ -9,9 +9,11 @@ uses only what the conversation has told it so far (:mod:`.knowledge`). So a
 naming its handle, or a schema query and the call using the discovered arguments,
 are always in separate turns, the reply in between; independent calls stay parallel.
 
-Recovery examples start with a mistake the variant refuses (the gold's native call
-where the variant has no tool of that name, else the variant call missing a required
-argument), then the refusal, then the corrected call and the rest of the trace.
+Recovery examples start with a mistake the variant refuses (on a protocol variant, a
+call that uses a handle, reference id or discovered schema before the reply that gives
+it - the very mistake a trace must never teach; elsewhere the gold's native call where
+the variant has no tool of that name, else the variant call missing a required
+argument), then the refusal, then the corrected trace.
 
 Rows: ``{"messages", "tools", "variant", "task_id", "domain", "recovery"}``; the
 first two are TRL's conversational format with tools. ``prompt_completion`` rows
@@ -58,10 +60,15 @@ def _tool_names(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, An
     return out
 
 
-def refused_call(first: Call, native: Call, tools: Sequence[Mapping[str, Any]]) -> Call | None:
-    """A mistake the strict codec refuses for sure, by the schema alone: ``native`` (the gold's
-    native call) when the variant lists no tool of that name, else ``first`` without one of its
-    required arguments. None when neither applies (no recovery example for this trace)."""
+def refused_call(first: Call, native: Call, tools: Sequence[Mapping[str, Any]], *,
+                 premature: Call | None = None) -> Call | None:
+    """A mistake the strict codec refuses: ``premature`` (a call that uses a protocol reply - a
+    handle, a reference id, discovered arguments - sent before the call that gives it; the
+    protocol refuses an id it never handed out or a tool not yet discovered) when there is one;
+    else, by the schema alone, ``native`` (the gold's native call) when the variant lists no tool
+    of that name, else ``first`` without one of its required arguments. None when none applies."""
+    if premature is not None:
+        return premature
     listed = _tool_names(tools)
     if native.name not in listed:
         return native
@@ -102,17 +109,12 @@ class _TraceEpisode(ModelAPI):
         self.read = 0  # messages read so far
         self.next = 0
         self.turn = 0
-        self.mistake: Call | None = None
-        if agent.recovery and self.calls:
-            g = task.gold[0]
-            self.mistake = refused_call(self.calls[0], Call(g.tool, dict(g.arguments)), codec.schema(task.domain))
+        self.native = Call(task.gold[0].tool, dict(task.gold[0].arguments)) if task.gold else None
+        self.recovery = agent.recovery and bool(self.calls)
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
         turn, self.turn = self.turn, self.turn + 1
-        if self.mistake is not None:
-            mistake, self.mistake = self.mistake, None
-            return ModelOutput(content=None, tool_calls=(_tool_call(turn, 0, mistake),))
         if self.next >= len(self.calls):
             return ModelOutput(content=FINAL_ANSWER)
         if self.read == 0:
@@ -122,6 +124,14 @@ class _TraceEpisode(ModelAPI):
                 self.known |= message_tokens(m)
         self.read = len(messages)
         known = self.known
+        if self.recovery and self.native is not None:
+            self.recovery = False
+            premature = next((c for c in self.calls[1:] if not all(t in known for t in call_tokens(c.name,
+                                                                                                    c.arguments))),
+                             None)
+            mistake = refused_call(self.calls[0], self.native, tools, premature=premature)
+            if mistake is not None:
+                return ModelOutput(content=None, tool_calls=(_tool_call(turn, 0, mistake),))
         batch = [self.calls[self.next]]
         j = self.next + 1
         while j < len(self.calls) and all(t in known for t in call_tokens(self.calls[j].name,
@@ -189,12 +199,6 @@ def _episode_config(opts: TraceOptions) -> EpisodeConfig:
                          condition=Condition.INSTRUCTION if opts.instructions else Condition.BASE)
 
 
-def trace(task: Task, codec: Codec, options: TraceOptions | None = None, *, recovery: bool = False
-          ) -> EpisodeRecord:
-    """Play one trace episode (see the module doc)."""
-    return asyncio.run(run_episode(task, codec, TraceAgent(recovery=recovery), _episode_config(options or TraceOptions())))
-
-
 def sft_examples(codecs: Sequence[Codec], tasks: Sequence[Task], options: TraceOptions | None = None, *,
                  condition_instruction: bool | None = None) -> Iterator[dict[str, Any]]:
     """One trace per task, the variant rotating over ``codecs`` (a mixture).
@@ -238,4 +242,4 @@ def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: Trac
 
 
 __all__ = ["FINAL_ANSWER", "MIXTURES", "PAPER_MIXTURE", "TraceAgent", "TraceError", "TraceOptions", "hf_messages",
-           "refused_call", "sft_examples", "trace", "training_variants"]
+           "refused_call", "sft_examples", "training_variants"]

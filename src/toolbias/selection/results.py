@@ -1,29 +1,28 @@
-"""Selection results of a store as reports, one per result group, and as HTML sections.
+"""Selection results of a store as reports, one per result group.
 
 A result group (:class:`~toolbias.selection.records.GroupKey`) is (model, benchmark,
 presentation, prompt, condition, temperature, top-p, tool_choice): records of two groups
 are never pooled. :func:`store_reports` gives one
 :class:`~toolbias.selection.metrics.BiasReport` per group (its ``extra["group"]`` holds
-the key), labelled by :attr:`GroupKey.label`. :func:`html_fragments` is the hook the HTML
-report (:mod:`toolbias.report.html`) calls: ``html_fragments(store_path) -> [(title, html)]``,
-empty when the file holds no selection results; it never writes to the file.
+the key), labelled by :attr:`GroupKey.label`. Figures and HTML sections of these results
+live in :mod:`toolbias.report.selection`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ToolbiasError
-from .metrics import BiasReport, agreement
+from .metrics import Agreement, BiasReport, agreement
 from .mitigate import FilterScores, score_filter
-from .perturb import perturbation_effects
 from .records import GroupKey, SelectionRecord, Status
 from .runner import report_of
 from .store import SelectionStore
-from .types import Benchmark, FilterExample
+from .types import FilterExample
 
 BASE, MITIGATED = "base", "mitigated"
 GROUP_FIELDS = ("model", "benchmark", "presentation", "prompt", "condition", "temperature", "top_p", "tool_choice")
@@ -77,6 +76,22 @@ def store_reports(store: str | Path, *, rule: str = "exact", **filters: Any) -> 
     return out
 
 
+def agreements(reports: Mapping[GroupKey, BiasReport]) -> dict[GroupKey, Agreement]:
+    """Cross-model agreement among the base groups that differ in the model alone (key: the group, model '')."""
+    by_setting: dict[GroupKey, dict[str, BiasReport]] = defaultdict(dict)
+    for k, r in reports.items():
+        if k.condition == BASE:
+            by_setting[replace(k, model="")][k.model] = r
+    out = {}
+    for setting, per_model in by_setting.items():
+        if len(per_model) >= 2:
+            try:
+                out[setting] = agreement({m: dict(r.api_rates()) for m, r in per_model.items()})
+            except ToolbiasError:
+                continue
+    return out
+
+
 def one_group(reports: dict[GroupKey, BiasReport], what: str) -> tuple[GroupKey, BiasReport]:
     """The only group, or a ToolbiasError listing the groups to choose from (never pooled)."""
     if len(reports) == 1:
@@ -99,61 +114,4 @@ def filter_scores_from(st: SelectionStore) -> dict[str, FilterScores]:
                     for r in rows]
         preds = [frozenset(r["predicted"]) if r["predicted"] is not None else None for r in rows]
         out[label] = score_filter(examples, preds)
-    return out
-
-
-def _bench_for(name: str) -> Benchmark | None:
-    if name != "builtin":
-        return None
-    from .benchmark import builtin_benchmark
-
-    return builtin_benchmark()
-
-
-def html_fragments(store: str | Path) -> list[tuple[str, str]]:
-    """(title, static HTML) sections for the selection results in a store; [] when there are none."""
-    from . import figures
-
-    st = SelectionStore.open_existing(store)
-    if st is None:
-        return []
-    with st:
-        reports = reports_from(st)
-        scores = filter_scores_from(st)
-    out: list[tuple[str, str]] = []
-    base = {k.label: r for k, r in reports.items() if k.condition == BASE}
-    benches = {k.benchmark for k in reports if k.condition == BASE}
-    if base:
-        bench = _bench_for(next(iter(benches))) if len(benches) == 1 else None
-        out.append(("Selection bias", "".join(figures.html_fragments(reports=base, bench=bench))))
-        by_setting: dict[GroupKey, dict[str, BiasReport]] = defaultdict(dict)
-        for k, r in reports.items():
-            if k.condition == BASE:
-                by_setting[replace(k, model="")][k.model] = r
-        for setting, per_model in by_setting.items():
-            if len(per_model) >= 2:
-                try:
-                    agree = agreement({m: dict(r.api_rates()) for m, r in per_model.items()})
-                except ToolbiasError:
-                    continue
-                out.append((f"Selection agreement ({setting.label.lstrip(' |')})",
-                            "".join(figures.html_fragments(agreement=agree))))
-    groups: dict[GroupKey, dict[str, BiasReport]] = defaultdict(dict)
-    for k, r in reports.items():
-        groups[replace(k, condition="")][k.condition] = r
-    for setting, conds in groups.items():
-        perturbed = {c: r for c, r in conds.items() if c not in (BASE, MITIGATED)}
-        if BASE in conds and perturbed:
-            effects = perturbation_effects(conds[BASE], perturbed)
-            out.append((f"Perturbations: {setting.label}",
-                        "".join(figures.html_fragments(effects=effects, base=conds[BASE]))))
-    for k, after in reports.items():
-        if k.condition != MITIGATED:
-            continue
-        before = {f"before: {b.model} ({b.presentation})": r for b, r in reports.items()
-                  if b.condition == BASE and b.benchmark == k.benchmark}
-        pair = {**before, f"after: filter {k.model} + uniform draw": after}
-        out.append((f"Mitigation ({k.benchmark})", "".join(figures.html_fragments(mitigation=pair))))
-    for label, s in scores.items():
-        out.append((f"Filter quality: {label}", "".join(figures.html_fragments(filter_scores=s))))
     return out

@@ -1,4 +1,4 @@
-"""Figures for selection bias (matplotlib, Agg backend) and HTML fragments for the report.
+"""Tool-selection results in the report: figures (matplotlib, Agg backend) and HTML sections.
 
 - :func:`selection_rates_figure`: per cluster, selection rate of each tool (canonical order)
   and of each list position, with the uniform rate 1/k dashed;
@@ -6,24 +6,28 @@
   e.g. before/after mitigation), error bars = population std over runs;
 - :func:`perturbation_figure`: TV to the base distribution and to uniform per condition;
 - :func:`save`: PNG or SVG by the file suffix;
-- :func:`html_fragments`: self-contained HTML sections (escaped text, images embedded as
-  base64 PNG) that the HTML report can include as they are.
+- :func:`sections`: self-contained HTML sections (escaped text, images embedded as base64 PNG);
+- :func:`html_fragments`: the sections for the selection results of a store file (the HTML
+  report's hook, :func:`toolbias.report.html.selection_fragments`); it never writes to the file.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolbiasError
-from .metrics import METRICS, BiasReport
-from .records import GroupKey
+from ..selection.metrics import METRICS, BiasReport
+from ..selection.perturb import perturbation_effects
+from ..selection.records import GroupKey
+from ..selection.results import BASE, MITIGATED, agreements, filter_scores_from, reports_from
+from ..selection.store import SelectionStore
+from .figures import png_base64
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -64,12 +68,6 @@ def save(fig: Figure, path: str | Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, format=fmt)
     return p
-
-
-def _png_base64(fig: Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def selection_rates_figure(report: BiasReport, bench: Benchmark | None = None, *, title: str = "",
@@ -175,10 +173,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _img(fig: Figure, alt: str) -> str:
-    return f"<img alt=\"{_e(alt)}\" src=\"data:image/png;base64,{_png_base64(fig)}\"/>"
+    return f"<img alt=\"{_e(alt)}\" src=\"data:image/png;base64,{png_base64(fig)}\"/>"
 
 
-def html_fragments(*, reports: Mapping[str, BiasReport] | None = None, bench: Benchmark | None = None,
+def sections(*, reports: Mapping[str, BiasReport] | None = None, bench: Benchmark | None = None,
                    effects: Sequence[PerturbationEffect] | None = None, base: BiasReport | None = None,
                    agreement: Agreement | None = None, filter_scores: FilterScores | None = None,
                    mitigation: Mapping[str, BiasReport] | None = None,
@@ -256,7 +254,6 @@ def write_store_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: 
                         bench: Benchmark | None = None, html_path: Path | None = None) -> list[Path]:
     """Every group's selection rates; TV per model for the base groups of each setting; perturbation effects per
     setting with a base group; optionally the HTML fragments. Returns the files written."""
-    from .perturb import perturbation_effects
 
     written = [save(selection_rates_figure(rep, bench, title=key.label), out / f"rates_{_safe(key.label)}.{fmt}")
                for key, rep in reports.items()]
@@ -276,9 +273,9 @@ def write_store_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: 
                                 out / f"perturbations_{_safe(setting.label)}.{fmt}"))
     written += _sweep_figures(reports, out, fmt)
     if html_path is not None:
-        frags = html_fragments(reports=base_reports or {k.label: v for k, v in reports.items()}, bench=bench)
+        frags = sections(reports=base_reports or {k.label: v for k, v in reports.items()}, bench=bench)
         for base, effects in all_effects:
-            frags += html_fragments(effects=effects, base=base)
+            frags += sections(effects=effects, base=base)
         html_path.write_text("\n".join(frags), encoding="utf-8")
         written.append(html_path)
     return written
@@ -349,7 +346,6 @@ def correlation_heatmap(result: Agreement, *, title: str = "model agreement (Pea
 
 def _sweep_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: str) -> list[Path]:
     """Temperature and top-p sweeps (base groups equal in all else) and the model-correlation heatmap per setting."""
-    from .metrics import agreement
 
     written = []
     base = {k: r for k, r in reports.items() if k.condition == "base"}
@@ -368,14 +364,54 @@ def _sweep_figures(reports: Mapping[GroupKey, BiasReport], out: Path, fmt: str) 
             fig = sweep_figure(points, xlabel=xlabel, title=f"{rest.model} ({rest.presentation})",
                                keys=("delta_api", "delta_pos", "delta_model"))
             written.append(save(fig, out / f"sweep_{field_name}_{_safe(rest.label)}.{fmt}"))
-    by_setting: dict[GroupKey, dict[str, BiasReport]] = {}
-    for k, r in base.items():
-        by_setting.setdefault(replace(k, model=""), {})[k.model] = r
-    for setting, per_model in by_setting.items():
-        if len(per_model) >= 2:
-            try:
-                result = agreement({m: dict(r.api_rates()) for m, r in per_model.items()})
-            except ToolbiasError:
-                continue
-            written.append(save(correlation_heatmap(result), out / f"agreement_{_safe(setting.label)}.{fmt}"))
+    for setting, result in agreements(reports).items():
+        written.append(save(correlation_heatmap(result), out / f"agreement_{_safe(setting.label)}.{fmt}"))
     return written
+
+
+# --- the HTML report's hook ---------------------------------------------------------------------------
+
+
+def _bench_for(name: str) -> Benchmark | None:
+    if name != "builtin":
+        return None
+    from ..selection.benchmark import builtin_benchmark
+
+    return builtin_benchmark()
+
+
+def html_fragments(store: str | Path) -> list[tuple[str, str]]:
+    """(title, static HTML) sections for the selection results in a store; [] when there are none."""
+    st = SelectionStore.open_existing(store)
+    if st is None:
+        return []
+    with st:
+        reports = reports_from(st)
+        scores = filter_scores_from(st)
+    out: list[tuple[str, str]] = []
+    base = {k.label: r for k, r in reports.items() if k.condition == BASE}
+    benches = {k.benchmark for k in reports if k.condition == BASE}
+    if base:
+        bench = _bench_for(next(iter(benches))) if len(benches) == 1 else None
+        out.append(("Selection bias", "".join(sections(reports=base, bench=bench))))
+        for setting, agree in agreements(reports).items():
+            out.append((f"Selection agreement ({setting.label.lstrip(' |')})", "".join(sections(agreement=agree))))
+    groups: dict[GroupKey, dict[str, BiasReport]] = defaultdict(dict)
+    for k, r in reports.items():
+        groups[replace(k, condition="")][k.condition] = r
+    for setting, conds in groups.items():
+        perturbed = {c: r for c, r in conds.items() if c not in (BASE, MITIGATED)}
+        if BASE in conds and perturbed:
+            effects = perturbation_effects(conds[BASE], perturbed)
+            out.append((f"Perturbations: {setting.label}",
+                        "".join(sections(effects=effects, base=conds[BASE]))))
+    for k, after in reports.items():
+        if k.condition != MITIGATED:
+            continue
+        before = {f"before: {b.model} ({b.presentation})": r for b, r in reports.items()
+                  if b.condition == BASE and b.benchmark == k.benchmark}
+        pair = {**before, f"after: filter {k.model} + uniform draw": after}
+        out.append((f"Mitigation ({k.benchmark})", "".join(sections(mitigation=pair))))
+    for label, s in scores.items():
+        out.append((f"Filter quality: {label}", "".join(sections(filter_scores=s))))
+    return out

@@ -55,7 +55,7 @@ def tiny_model(tokenizer: Any, seed: int = 0) -> Any:
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768,
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                          bos_token_id=None, tie_word_embeddings=True)
     return LlamaForCausalLM(config)
