@@ -49,3 +49,10 @@ def test_the_finding_is_the_reports_difference() -> None:
 def test_without_native_there_is_no_finding() -> None:
     assert study_finding(rows("fully_merged", MERGED)) is None
     assert headline([]) is None
+
+
+def test_identical_arms_are_said_to_be_identical() -> None:
+    found = study_finding(rows("native", NATIVE) + rows("strip_descriptions", NATIVE))
+    assert found is not None and not found.significant
+    assert found.sentence() == ("no variant differs from native: every paired difference is zero, n = 24 paired "
+                                "tasks (native 50%)")

@@ -42,6 +42,9 @@ class Finding:
                 f"{100 * self.baseline_success:.0f}%, {self.variant} {100 * self.success:.0f}%)")
         if self.significant:
             return text
+        if self.low == self.high == self.diff == 0:
+            return (f"no variant differs from {self.baseline}: every paired difference is zero, n = {self.n} "
+                    f"paired tasks ({self.baseline} {100 * self.baseline_success:.0f}%)")
         return (f"no variant differs from {self.baseline} beyond chance at n = {self.n} paired tasks "
                 f"({100 * self.confidence:.0f}% intervals all include zero); the largest difference: {text}")
 
