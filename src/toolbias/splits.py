@@ -34,6 +34,7 @@ from typing import Any
 
 from .catalog.model import Catalog, Task
 from .errors import ToolbiasError
+from .jsonfile import read_json
 
 PARTS = ("train", "eval")
 LABELS = ("seen", "held_out_variant", "held_out_domain", "held_out_both")
@@ -149,16 +150,9 @@ class Splits:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Splits:
-        from .catalog.openai_format import read_json
-        from .errors import CatalogError
-
-        try:
-            data = read_json(Path(path))
-        except CatalogError as exc:  # the same reading and messages, as a splits error
-            fix = "check the path, or use 'default' (the catalog's own split)" if exc.what == "file not found" \
-                else exc.fix
-            raise SplitError(exc.what, where=exc.where, fix=fix) from None
-        return cls.from_dict(data, where=str(path))
+        p = Path(path)
+        data = read_json(p, error=SplitError, missing_fix="check the path, or use 'default' (the catalog's own split)")
+        return cls.from_dict(data, where=str(p))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
