@@ -26,14 +26,18 @@ groups form        ``merge`` with ``scope: catalog`` and the arm's groups
 ``rename``         ``rename`` ``method: opaque`` on tool names only (toolbias numbers
                    the names; the artifact's hashed names are not reproduced)
 ``strip_desc``     ``strip`` (only when every tool of the catalog is listed)
-``curry``          ``transaction`` on the listed tools
-``indirect``       ``reference`` with ``params`` {tool: param}, ``select: none``; the
-                   artifact's ``values`` directory is not a restriction (it would make
-                   native actions with other values unreachable)
+``curry``          ``transaction`` ``method: per_function`` on the listed tools
+                   (``begin_<f>``/``set_<f>__<arg>``/``commit_<f>``)
+``indirect``       ``reference`` ``method: per_function`` with ``params`` {tool: [params]},
+                   ``select: none`` (``resolve_<f>__<arg>(query)``); the artifact's
+                   ``values`` directory is not a restriction (it would make native
+                   actions with other values unreachable)
 =================  ==============================================================
 
-Anything else (an unknown kind, an operator not installed, two cross-call protocols
-in one file, a per-tool strip) is *unsupported*: :func:`import_spec` lists it in
+A protocol step's tools are retargeted to what the earlier steps made of them (a split
+tool's pieces share its resolvers; ``curryind``'s references land in the setters).
+Anything else (an unknown kind, an operator not installed, a per-tool strip) is
+*unsupported*: :func:`import_spec` lists it in
 :attr:`Imported.unsupported`, and :func:`load_spec_file` refuses such files unless
 ``partial=True``. :attr:`Imported.approximate` names steps that build an equivalent
 variant of the same kind but not the artifact's exact surface (names, orders).
