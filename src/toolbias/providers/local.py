@@ -104,6 +104,15 @@ XML tags:
 _STOP = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"]
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (taskset, containers), not the machine's count: a thread
+    per core it cannot use would wait at every llama.cpp barrier."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity API (macOS)
+        return os.cpu_count() or 1
+
+
 def _import_llama() -> Any:
     try:
         import llama_cpp
@@ -267,8 +276,8 @@ class LocalStats:
 class LocalProvider(ModelAPI):
     """The embedded llama.cpp model (``local`` or ``local:/path/to/model.gguf``).
 
-    Options: ``n_ctx`` (context window, default 8192), ``n_threads`` (default: all
-    cores), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
+    Options: ``n_ctx`` (context window, default 8192), ``n_threads`` (default: the cores
+    this process may use), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
     (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
     ``flash_attn`` (default on: about 20% faster prompt processing on CPU, measured 62 -> 76
     tokens/s on 2 cores), ``verbose`` (llama.cpp logs).
@@ -351,7 +360,7 @@ class LocalProvider(ModelAPI):
         t0 = time.perf_counter()
         try:
             llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.n_ctx, n_batch=self.n_batch,
-                                  n_threads=self.n_threads or os.cpu_count() or 1, flash_attn=self.flash_attn,
+                                  n_threads=self.n_threads or _usable_cores(), flash_attn=self.flash_attn,
                                   verbose=self.verbose)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ProviderError(f"llama.cpp could not load {path}: {exc}",
