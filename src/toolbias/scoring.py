@@ -246,10 +246,19 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     if isinstance(rec, Mapping):
         return _score_stored(rec, classes)
     infra = rec.termination.value == "infra_error"
-    if not infra and rec.state_check is None and rec.executed == rec.gold:  # the gold, as given (exact)
+    if not infra and rec.state_check is None and _same_actions(rec.executed, rec.gold):  # the gold, as given: success without any keys
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
                   rec.rejections, rec.calls, classes, (rec.accept, rec.match, rec.state_check))
+
+
+def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
+    """The same actions in the same order, arguments exactly equal (:func:`same_json`)."""
+    return len(a) == len(b) and all(
+        x.domain == y.domain and x.tool == y.tool
+        and (same_json(x.arguments, y.arguments) if type(x.arguments) is dict and type(y.arguments) is dict
+             else x == y)  # (NativeAction equality: canonical JSON, exact too)
+        for x, y in zip(a, b, strict=True))
 
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
