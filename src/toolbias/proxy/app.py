@@ -112,22 +112,20 @@ class ProxyApp:
                 raise upstream_error(exc) from None
             await _send_json(send, 200, result)
             return
-        client = provider.http_client()
         try:
-            request = client.build_request("POST", url + "/chat/completions", content=_dumps(out))
-            response = await client.send(request, stream=True)
+            response = await provider.http_client().post(url + "/chat/completions", data=_dumps(out).encode())
         except Exception as exc:  # noqa: BLE001 - transport errors become a clear 502/504
             err = provider._transport_error(exc, url)
             if not isinstance(err, InfraError):
                 raise
             raise upstream_error(err) from None
         try:
-            if response.status_code >= 400:
-                content = await response.aread()
-                raise upstream_error(provider._status_error(response.status_code, content, response.headers, url))
+            if response.status >= 400:
+                content = await response.read()
+                raise upstream_error(provider._status_error(response.status, content, response.headers, url))
             await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             try:
-                async for piece in response.aiter_raw():
+                async for piece in response.content.iter_any():
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
             except Exception as exc:  # noqa: BLE001 - the stream broke after it started: say so in it
                 error = {"error": {"message": f"upstream model server: stream interrupted: {exc!r}",
@@ -136,15 +134,14 @@ class ProxyApp:
                             "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await response.aclose()
+            response.release()
 
     async def _models(self, send: Send) -> None:
         provider = self.proxy.upstream_probe.inner
-        url = provider.next_url()  # type: ignore[attr-defined]
         try:
-            response = await provider.http_client().get(url + "/models")  # type: ignore[attr-defined]
-            data = response.json() if response.status_code == 200 else None
-        except Exception:  # noqa: BLE001 - an upstream without a usable /models
+            status, content = await provider.get_json(provider.next_url(), "/models")  # type: ignore[attr-defined]
+            data = json.loads(content) if status == 200 else None
+        except (InfraError, ValueError):  # an upstream without a usable /models
             data = None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             name = self.proxy.config.model or "upstream"

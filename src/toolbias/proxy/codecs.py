@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,17 +56,23 @@ class CodecSource:
         self.catalog: Catalog | None = load_catalog(catalog) if catalog else None
         self.catalog_codec: Codec | None = build_codec(self.catalog, variant) if self.catalog else None
         self.max_cached = max_cached
-        self._cache: OrderedDict[str, Bound] = OrderedDict()
+        #: tool names -> [(the tool list, its codec)]: a list compares equal in C far faster than
+        #: it serialises, and agents send the same list every turn
+        self._cache: OrderedDict[tuple[str, ...], list[tuple[list[Any], Bound]]] = OrderedDict()
 
     def for_tools(self, tools: Sequence[Any]) -> Bound:
         """The codec for a request's native tool list; raises :class:`RequestError`."""
-        key = hashlib.sha256(canonical_json(list(tools)).encode()).hexdigest()
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        tools = list(tools)
+        names = tuple(tool_names(tools))
+        entries = self._cache.get(names)
+        if entries is not None:
+            self._cache.move_to_end(names)
+            for known, bound in entries:
+                if known == tools:
+                    return bound
+        key = hashlib.sha256(canonical_json(tools).encode()).hexdigest()
         bound = self._build(tools, key)
-        self._cache[key] = bound
+        self._cache.setdefault(names, []).append((tools, bound))
         if len(self._cache) > self.max_cached:
             self._cache.popitem(last=False)
         return bound
@@ -97,9 +103,11 @@ class CodecSource:
         return Bound(codec, LIVE_DOMAIN)
 
 
-def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+def tool_names(tools: Sequence[Any]) -> list[str]:
+    """Each tool's name ("" where there is none: parsing the list names the problem)."""
     out = []
     for t in tools:
-        fn = t.get("function", t) if isinstance(t, Mapping) else {}
-        out.append(str(fn.get("name", "")) if isinstance(fn, Mapping) else "")
+        fn = t.get("function", t) if type(t) is dict else None  # exact type: ABC checks cost more
+        name = fn.get("name") if type(fn) is dict else None
+        out.append(name if type(name) is str else "")
     return out

@@ -47,22 +47,21 @@ def extend_hash(prev: bytes, message: Any) -> bytes:
 def _fingerprint(m: Any) -> str:
     """What identifies a message across clients that re-serialise it (``content: null`` vs
     ``""``, arguments re-dumped with other spacing, extra fields)."""
-    if not isinstance(m, Mapping):
+    if type(m) is not dict:  # exact types throughout: this runs on every message of every request
         return canonical_json(repr(m))
     content = m.get("content")
-    if isinstance(content, str) or content is None:
+    if content is None or type(content) is str:
         content = (content or "").strip()
     calls = []
     for c in m.get("tool_calls") or ():
-        fn = c.get("function") or {} if isinstance(c, Mapping) else {}
-        args = fn.get("arguments") if isinstance(fn, Mapping) else None
-        if isinstance(args, str):
+        fn = (c.get("function") or {}) if type(c) is dict else {}
+        args = fn.get("arguments") if type(fn) is dict else None
+        if type(args) is str:
             try:
                 args = json.loads(args) if args.strip() else {}
             except ValueError:
                 pass
-        calls.append([c.get("id") if isinstance(c, Mapping) else None,
-                      fn.get("name") if isinstance(fn, Mapping) else None, args])
+        calls.append([c.get("id") if type(c) is dict else None, fn.get("name") if type(fn) is dict else None, args])
     return canonical_json([m.get("role"), content, calls, m.get("tool_call_id")])
 
 
