@@ -12,6 +12,7 @@ this process stays the one writer of the store.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import random
 import time
 from collections import defaultdict
@@ -61,6 +62,9 @@ class StudyConfig:
     #: per core for plans of MIN_FORKED_EPISODES or more; 1, this process only. Not part of the
     #: study's identity: a study may resume with another count.
     workers: int | None = None
+    #: the user simulator of multi-turn catalogs (tau2:...): a model spec; None: the catalog's
+    #: scripted user (opens with the task's request, ends at the agent's first answer)
+    user_model: str | None = None
 
     @property
     def study_name(self) -> str:
@@ -78,6 +82,19 @@ class Study:
     settings_hash: str
     #: the provider's own cap on episodes in flight (the embedded model: 1)
     max_concurrency: int | None = None
+    #: the user simulator (``StudyConfig.user_model``), for catalogs with their own episodes
+    user: ModelAPI | None = None
+
+    def episode_parts(self, task: Task) -> dict[str, Any]:
+        """``env`` and ``user`` for :func:`run_episode` from the catalog's episode hook
+        (``Catalog.meta["episode"]``, ``"module:factory"``; tau2-bench), else nothing."""
+        hook = self.catalog.meta.get("episode")
+        if not hook:
+            return {}
+        module, _, attr = str(hook).partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        parts: dict[str, Any] = factory(self.catalog, task, self.user)
+        return parts
 
     @property
     def classes(self) -> dict[str, str]:
@@ -180,7 +197,11 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": model_behaviour(provider), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
-    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency)
+    user = None
+    if cfg.user_model:
+        settings["user_model"] = cfg.user_model
+        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=cfg.concurrency, cache=cache)
+    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user)
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
@@ -276,8 +297,12 @@ async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeCon
     cfg = study.config
 
     async def worker() -> None:
+        hooked = bool(study.catalog.meta.get("episode"))
         for key, codec, task in items:  # one iterator shared by the tasks: each item is played once
-            rec = await run_episode(task, codec, study.model, episode_cfg)
+            if hooked:
+                rec = await run_episode(task, codec, study.model, episode_cfg, **study.episode_parts(task))
+            else:
+                rec = await run_episode(task, codec, study.model, episode_cfg)
             emit(row_for(study, key, rec).values())
 
     n = min(cfg.concurrency, study.max_concurrency or cfg.concurrency)
@@ -328,6 +353,8 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
                 sink.flush()  # Ctrl-C or a crash keeps every finished episode
     finally:
         await study.model.aclose()
+        if study.user is not None:
+            await study.user.aclose()
     return prog
 
 

@@ -229,12 +229,18 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
     d = rec if isinstance(rec, Mapping) else rec.to_dict()
     infra = d["termination"] == "infra_error"
-    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
+    # an environment with its own evaluator (tau2-bench) decides success; the failure analysis
+    # below still names what went wrong
+    external = d.get("evaluation")
+    judged = isinstance(external, Mapping) and not infra
+    if judged and float(external.get("reward") or 0.0) >= 1.0:
+        return True, None
+    if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     key = memo_keys()
-    ok = not infra and Counter(map(key, executed)) == Counter(map(key, gold))
+    ok = not infra and not judged and Counter(map(key, executed)) == Counter(map(key, gold))
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     calls = d.get("calls", [])

@@ -124,6 +124,14 @@ def _load_toolschemaspace(arg: str) -> Catalog:
     return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks))
 
 
+@register_catalog_kind("tau2")
+def _load_tau2(arg: str) -> Catalog:
+    """tau2-bench's airline or retail domain, imported from an installed tau2 at run time."""
+    from ..integrations.tau2 import load_tau2_catalog  # lazy: tau2 is an optional install
+
+    return load_tau2_catalog(arg)
+
+
 __all__ = ["CATALOG_KINDS", "load_catalog", "register_catalog_kind", "infer_class"]
 
 from . import bfcl as _bfcl  # noqa: E402,F401  registers the "bfcl:DIR" kind
