@@ -1,7 +1,7 @@
 """toolbias against inspect_ai doing the same work, reported as a ratio.
 
     python -m venv /tmp/inspect-venv && /tmp/inspect-venv/bin/pip install inspect-ai==0.3.285
-    python bench/bench_compare.py --tasks 1000 --inspect-python /tmp/inspect-venv/bin/python
+    python -m bench.bench_compare --tasks 1000 --inspect-python /tmp/inspect-venv/bin/python
 
 The same N built-in tasks on the native schema, each played by a model that returns
 the gold tool calls in its first turn and a short answer in its second (toolbias: the

@@ -1,11 +1,11 @@
 """Harness throughput: the oracle over the whole grid in process, and turns/s against a
 zero-latency loopback OpenAI-compatible server compared with bare client loops.
 
-    python bench/bench_harness.py grid                    # all variants x all built-in tasks
-    python bench/bench_harness.py grid --workers 1        # ... in this process only
-    python bench/bench_harness.py grid --profile 25       # ... in one process, and the 25 hottest functions
-    python bench/bench_harness.py grid --per-variant 300  # episodes/s of each variant on 300 tasks
-    python bench/bench_harness.py loopback                # turns/s at concurrency 1, 8, 64, 256
+    python -m bench.bench_harness grid                    # all variants x all built-in tasks
+    python -m bench.bench_harness grid --workers 1        # ... in this process only
+    python -m bench.bench_harness grid --profile 25       # ... in one process, and the 25 hottest functions
+    python -m bench.bench_harness grid --per-variant 300  # episodes/s of each variant on 300 tasks
+    python -m bench.bench_harness loopback                # turns/s at concurrency 1, 8, 64, 256
 
 ``grid`` runs ``run_study`` with the oracle on every registered variant x every task of
 the catalog into a fresh store (episodes, storage and scoring included) and prints the
@@ -14,7 +14,7 @@ process and of its worker processes, and the success rate (100% is the equivalen
 check). The study plays in ``--workers`` forked processes (``StudyConfig.workers``; the
 default, one per core), this process writing the store.
 
-``loopback`` starts the fake server (``tests/servers.py``) in its own process, answering
+``loopback`` starts the fake server (``tests/support/servers.py``) in its own process, answering
 every request with one tool call, and measures at each concurrency: a bare ``httpx``
 loop posting the same request, a bare ``openai`` SDK loop, and a toolbias study through
 the ``openai:`` provider (2 turns per episode). For each it prints requests (turns) per
@@ -41,9 +41,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from servers import Reply  # noqa: E402
+from tests.support.servers import Reply  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.episode import DEFAULT_SYSTEM  # noqa: E402
 from toolbias.providers import make_provider  # noqa: E402
@@ -151,7 +150,7 @@ class Server:
     """The fake server in its own process (so it does not share the client's GIL)."""
 
     def __init__(self, reply: Reply) -> None:
-        cmd = [sys.executable, str(ROOT / "tests" / "servers.py"), "fake", "--port", "0",
+        cmd = [sys.executable, str(ROOT / "tests" / "support" / "servers.py"), "fake", "--port", "0",
                "--reply-json", json.dumps(reply.to_json())]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
@@ -208,7 +207,7 @@ def loopback(args: argparse.Namespace) -> None:
     gold = task.gold[0]
     server = Server(Reply.calls((gold.tool, dict(gold.arguments))))
     body = _request(catalog, task.domain)
-    print(f"server: tests/servers.py fake (own process), every reply one call of {gold.tool}; "
+    print(f"server: tests/support/servers.py fake (own process), every reply one call of {gold.tool}; "
           f"{len(body['tools'])} tools per request")
     rows = []
     try:

@@ -6,7 +6,7 @@ twice: with the KV cache dropped before every request (no reuse), and with the
 cache kept (reuse: only the user turn after the shared prefix is evaluated).
 Prompt and generation times come from llama.cpp's own counters.
 
-    python bench/bench_local.py [--prompts 10] [--max-tokens 48] [--threads N] [--model PATH.gguf]
+    python -m bench.bench_local [--prompts 10] [--max-tokens 48] [--threads N] [--model PATH.gguf]
 
 Goal: at least 3x less prompt time with reuse. Also prints load time, prompt and
 generation throughput, resident memory, and the harness's share of the time

@@ -20,6 +20,7 @@ For each arm: turns/s, its ratio to ``httpx``, and CPU ms per turn in this proce
 proxy and the upstream (from /proc). Figures, never a test: the machine may be shared.
 """
 
+# ruff: noqa: B023  (each arm's closure runs inside its own loop iteration)
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.catalog.model import NativeAction  # noqa: E402

@@ -1,6 +1,6 @@
 """Build every registered variant for a catalog and verify all of them.
 
-    python bench/bench_variants.py [--catalog builtin] [--variant all] [--probes 2] [--jobs N] [--profile]
+    python -m bench.bench_variants [--catalog builtin] [--variant all] [--probes 2] [--jobs N] [--profile]
 
 Goal: under 2 s in all for the built-in catalog on the 2-core reference machine (met with one
 worker process per core, the default here and in ``toolbias verify``; ``--jobs 1``: one process,

@@ -1,8 +1,8 @@
 """Crash and fault figures at full size: SIGKILL/resume, and a server failing 20% of requests.
 
-    python bench/faults.py                      # everything (a few minutes on 2 cores)
-    python bench/faults.py --part kill --target loopback --tasks 1000 --kills 6
-    python bench/faults.py --part faults --fault-rate 0.2
+    python -m bench.faults                      # everything (a few minutes on 2 cores)
+    python -m bench.faults --part kill --target loopback --tasks 1000 --kills 6
+    python -m bench.faults --part faults --fault-rate 0.2
 
 ``kill``: ``toolbias run`` (2 variants x --tasks tasks = 2,000 episodes by default) is
 SIGKILLed at random moments ``--kills`` times and re-run with the same command until it
@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from servers import FAULTS, FakeOpenAIServer  # noqa: E402
-from test_reliability import TOOLBIAS, HttpOracle, comparable, kill_and_resume, startup_time  # noqa: E402
+from tests.support.reliability import TOOLBIAS, HttpOracle, comparable, kill_and_resume, startup_time  # noqa: E402
+from tests.support.servers import FAULTS, FakeOpenAIServer  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.providers import make_provider  # noqa: E402
 from toolbias.providers.wrapper import ProviderWrapper, RetryPolicy  # noqa: E402

@@ -1,4 +1,4 @@
-"""Shared fixtures: where the third-party test data lives (``../shared/data``), skipping when absent."""
+"""Shared fixtures: the third-party test data (``../shared/data``), skipping when absent."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ from pathlib import Path
 
 import pytest
 
-#: ``../shared/data`` beside the repository (never copied into it)
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def shared_path(*parts: str) -> Path:
-    """A path under ``../shared/data``; skips the calling test with a clear reason if it is absent."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"needs the third-party data copy at {path} (../shared/data/{'/'.join(parts)}); not present")
-    return path
+from tests.support.paths import shared_path
 
 
 @pytest.fixture

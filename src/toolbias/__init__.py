@@ -18,6 +18,7 @@ from .catalog import (
     validate_catalog,
 )
 from .codec import Codec, Control, Decoded, Outcome, Session
+from .defaults import study_config
 from .env import Environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .errors import CatalogError, ProviderError, StoreError, ToolbiasError, VariantError
@@ -40,7 +41,7 @@ __all__ = [
     "Recommendation", "Store", "StudyConfig", "Termination", "ToolCall", "ToolEnv", "bootstrap_ci", "build_report",
     "build_study", "episodes_dataframe", "exact_success", "exact_success_reward", "export", "make_probes",
     "make_provider", "merge_stores", "paired_bootstrap", "recommend", "run_episode", "run_study", "score_record",
-    "sft_examples",
+    "sft_examples", "study_config",
     "OPERATORS", "ActionError", "ActionErrorKind", "Call", "Catalog", "CatalogError", "Codec", "Control",
     "Decoded", "Domain", "Environment", "Flag", "FlagKind", "Layer", "NativeAction", "Outcome", "ProviderError",
     "RejectionKind", "Session", "StoreError", "Task", "Tool", "ToolbiasError", "VariantError", "VariantSpec",

@@ -47,10 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .catalog.model import Catalog
+from .catalog.model import Catalog, Tool
+from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
-from .variants import VariantSpec, build_codec
+from .variant_spec import VariantSpec, is_artifact_spec
+from .variants import build_codec
 
 #: artifact op kind -> toolbias operator
 KINDS: dict[str, str] = {
@@ -82,18 +84,6 @@ class Imported:
         lines += [f"  unsupported: {kind} x{n}: {why}" for kind, (n, why) in self.unsupported.items()]
         lines += [f"  approximate: {a}" for a in self.approximate]
         return "\n".join(lines)
-
-
-def is_artifact_spec(data: Any) -> bool:
-    """True for the artifact's spec forms (toolbias specs have ``steps``/known ops)."""
-    if not isinstance(data, Mapping):
-        return False
-    if "groups" in data and "arm" in data:
-        return True
-    ops = data.get("ops")
-    if "steps" in data or not isinstance(ops, list) or not ops:
-        return False
-    return all(isinstance(o, Mapping) and ("tool" in o or "tools" in o) and "group" in o for o in ops)
 
 
 def _uid(op: Mapping[str, Any], tool: Any = None) -> str:
@@ -164,10 +154,13 @@ def import_spec(data: Mapping[str, Any], name: str, catalog: Catalog | None = No
         elif kind == "strip_desc":
             strip_tools.add(_uid(op))
         elif kind == "curry":
+            step.update({"method": "per_function", "min_args": 1})
             step.setdefault("tools", []).append(_uid(op))
         elif kind == "indirect":
-            step.setdefault("params", {})[_uid(op)] = op["param"]
-            step["select"] = "none"
+            step.update({"method": "per_function", "select": "none"})
+            params = step.setdefault("params", {}).setdefault(_uid(op), [])
+            if op["param"] not in params:
+                params.append(op["param"])
     split = by_op.get("split")
     if split is not None and "cuts" in split:
         if "select" in split:
@@ -195,12 +188,6 @@ def import_spec(data: Mapping[str, Any], name: str, catalog: Catalog | None = No
             del by_op["reorder"]
         else:
             approximate.append("reorder: same seed, toolbias's permutation (not the artifact's RNG)")
-    protocols = [op for op in ORDER if op in by_op and op in PROTOCOL_OPS]
-    for extra in protocols[1:]:
-        kinds = [k for k, v in KINDS.items() if v == extra]
-        n = sum(1 for o in data["ops"] if o.get("op") in kinds)
-        skip(kinds[0], f"a second cross-call protocol after '{protocols[0]}' (protocols cannot be stacked)", n)
-        del by_op[extra]
     steps = [by_op[op] for op in ORDER if op in by_op]
     if catalog is not None and any(s["op"] in PROTOCOL_OPS for s in steps):
         _retarget_protocol(steps, catalog, approximate)
@@ -209,49 +196,53 @@ def import_spec(data: Mapping[str, Any], name: str, catalog: Catalog | None = No
 
 
 def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximate: list[str]) -> None:
-    """Point the protocol step's tool names (native uids in the artifact) at the tools the
-    earlier steps made of them (a split tool becomes several), found by encoding each
-    native tool's coverage actions through the earlier steps."""
+    """Point each protocol step's tool names (native uids in the artifact) at the tools the
+    earlier steps made of them (a split tool becomes several, a curried one its setters),
+    found by encoding each native tool's coverage actions through the earlier steps. A
+    referenced argument keeps its native function's resolver (``origin``)."""
     from .verify import coverage_actions
 
-    prefix = [s for s in steps if s["op"] not in PROTOCOL_OPS]
-    proto = steps[-1]
-    if not prefix:
-        return
-    codec = build_codec(catalog, VariantSpec("prefix", tuple(prefix)))
-
-    def outer_uids(native_uid: str) -> list[str]:
+    def outer_tools(codec: Codec, native_uid: str) -> list[Tool]:
         domain, _, name = native_uid.partition("::")
         tool = catalog.tool(domain, name)
         if tool is None:
             raise VariantError(f"the artifact spec names '{native_uid}', which the catalog lacks",
                                where=catalog.name, fix="import it with the catalog it was written for")
-        visible = codec.tools_for(domain)
-        found: dict[str, None] = {}
+        visible = {t.name: t for t in codec.tools_for(domain)}
+        found: dict[str, Tool] = {}
         for action in coverage_actions(tool):
             for call in codec.encode([action]):
-                hit = next((t for t in visible if t.name == call.name), None)
+                hit = visible.get(call.name)
                 if hit is not None:
-                    found.setdefault(hit.uid, None)
-        return list(found)
+                    found.setdefault(hit.uid, hit)
+        return list(found.values())
 
-    if proto["op"] == "transaction" and isinstance(proto.get("tools"), list):
-        proto["tools"] = list(dict.fromkeys(u for ref in proto["tools"] for u in outer_uids(ref)))
-    elif proto["op"] == "reference" and isinstance(proto.get("params"), Mapping):
-        params: dict[str, str] = {}
-        lost = 0
-        for ref, param in proto["params"].items():
-            for uid in outer_uids(ref):
-                d, _, n = uid.partition("::")
-                tool = next((t for t in codec.tools if t.domain == d and t.name == n), None)
-                if tool is not None and param in tool.properties:
-                    params[uid] = param
-                else:
-                    lost += 1
-        proto["params"] = params
-        if lost:
-            approximate.append(f"reference: {lost} referenced argument(s) not kept as such by earlier steps "
-                               "(merged or renamed away) are passed by value")
+    for i, proto in enumerate(steps):
+        if proto["op"] not in PROTOCOL_OPS or i == 0:
+            continue
+        codec = build_codec(catalog, VariantSpec("prefix", tuple(steps[:i])))
+
+        if proto["op"] == "transaction" and isinstance(proto.get("tools"), list):
+            proto["tools"] = list(dict.fromkeys(t.uid for ref in proto["tools"] for t in outer_tools(codec, ref)))
+        elif proto["op"] == "reference" and isinstance(proto.get("params"), Mapping):
+            params: dict[str, list[str]] = {}
+            origin: dict[str, str] = {}
+            lost = 0
+            for ref, wanted in proto["params"].items():
+                names = [wanted] if isinstance(wanted, str) else list(wanted)
+                hits = outer_tools(codec, ref)
+                for param in names:
+                    carriers = [t for t in hits if param in t.properties]
+                    lost += not carriers
+                    for t in carriers:
+                        params.setdefault(t.uid, []).append(param)
+                        origin[t.uid] = ref.partition("::")[2]
+            proto["params"] = params
+            if proto.get("method") == "per_function":
+                proto["origin"] = origin
+            if lost:
+                approximate.append(f"reference: {lost} referenced argument(s) not kept as such by earlier steps "
+                                   "(merged or renamed away) are passed by value")
 
 
 def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial: bool = False) -> VariantSpec:

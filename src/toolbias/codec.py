@@ -368,6 +368,12 @@ class Session:
                 repaired = self._lenient(level, call, origin)  # schema-valid but off-form (merge: other ops' keys)
                 if repaired is not None:
                     return repaired
+            if self.control is Control.LENIENT and step.kind is RejectionKind.PROTOCOL:
+                meant = layer.lenient_decode(call, tool, self.states[level - 1], self.domain)
+                if meant is not None:  # protocol misuse that still names one native action
+                    d = self._forward(level, meant, origin, (tool, call.arguments))
+                    if d.outcome is Outcome.NATIVE:
+                        return _with_lenient(d, f"{layer.op}: executed protocol misuse as the action it names")
             return self._reject(origin, step.kind, step.message, step.flags)
         assert isinstance(step, Forward)
         return self._forward(level, step, origin, (tool, call.arguments))

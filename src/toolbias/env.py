@@ -50,6 +50,7 @@ def _apply_event(obj: dict[str, Any], attrs: dict[str, Any], effect: Mapping[str
     obj["last"] = attrs
 
 
+#: how each of the catalog format's EFFECT_KINDS changes an object's state
 EFFECTS = {"set": _apply_set, "append": _apply_append, "remove": _apply_remove, "event": _apply_event}
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from .catalog.model import Catalog, NativeAction, Task
 from .codec import Codec, Control, Decoded, Outcome
 from .env import Environment
+from .instructions import variant_instructions
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 
@@ -125,7 +126,7 @@ def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeCo
     if domain_system:
         parts.append(domain_system)
     if config.condition is Condition.INSTRUCTION:
-        parts.extend(codec.instructions())
+        parts.extend(variant_instructions(codec))
     return "\n\n".join(parts)
 
 
@@ -215,7 +216,7 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
             messages.append({"role": "user", "content": reply})
             continue
         for tc in out.tool_calls:  # parallel calls are handled in order
-            messages.append(_handle_call(rec, turn, tc, session, env))
+            messages.append(apply_call(rec, turn, tc, session, env))
     rec.flags.extend(session.finish())
     rec.messages = messages
     evaluate = getattr(env, "evaluate", None)
@@ -225,7 +226,9 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     return rec
 
 
-def _handle_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Any) -> Message:
+def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Any) -> Message:
+    """Decode one model call in ``session``, execute what it decodes to in ``env``, record it on
+    ``rec`` and return the tool message the model reads (the RL environment shares this step)."""
     if tc.arguments is None:
         msg = f"Error: could not parse the arguments of '{tc.name}': {tc.parse_error}"
         rec.calls.append(CallRecord(turn, tc, None, [], msg))

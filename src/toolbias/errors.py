@@ -6,6 +6,8 @@ exception: rejections, parse errors and flags are recorded results.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ToolbiasError(Exception):
     """An error caused by user input (files, specs, options), printed without a traceback."""
@@ -21,6 +23,10 @@ class ToolbiasError(Exception):
         if self.fix:
             parts.append(f"fix: {self.fix}")
         return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as data (``--json`` output): its kind (the class name), what, where and fix."""
+        return {"kind": type(self).__name__, "what": self.what, "where": self.where, "fix": self.fix}
 
 
 class CatalogError(ToolbiasError):

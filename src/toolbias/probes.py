@@ -17,8 +17,9 @@ Scoring a probe episode (documented contract):
   scoring normalisation), whatever came before it;
 * the stored ``success`` is the ordinary exact success of the one-action episode.
 
-Probe episodes run through the normal runner with ``kind="probe"`` and are stored
-beside task episodes (the store's ``kind`` column keeps them apart).
+Probe episodes run through the normal runner (the batch engine's episode jobs) with
+``kind="probe"`` and are stored beside task episodes (the store's ``kind`` column keeps
+them apart).
 """
 
 from __future__ import annotations
@@ -27,12 +28,17 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog.model import Catalog, NativeAction, Task, Tool
 from .catalog.validation import validate_action
 from .scoring import action_key
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, CellKey, bootstrap_ci, group_rows
+
+if TYPE_CHECKING:  # the runner (and the providers it loads) only when probes are run
+    from .providers.base import ModelAPI
+    from .runner import Progress, ProgressFn, Study, StudyConfig
+    from .store import Store
 
 DEFAULT_PROBES = 36
 PROBE_PREFIX = "probe"
@@ -243,7 +249,8 @@ def compliance_cells(rows: Iterable[Mapping[str, Any]], *, seed: int = 0, n_resa
 
 # -- running ------------------------------------------------------------------
 
-def probe_study(cfg: Any, *, n: int = DEFAULT_PROBES, probe_seed: int | None = None, model: Any = None) -> Any:
+def probe_study(cfg: StudyConfig, *, n: int = DEFAULT_PROBES, probe_seed: int | None = None,
+                model: ModelAPI | None = None) -> Study:
     """A built :class:`~toolbias.runner.Study` of compliance probes for ``cfg``'s model,
     catalog and variants (``cfg.kind`` is set to ``"probe"``)."""
     from .catalog import load_catalog
@@ -259,9 +266,10 @@ def probe_study(cfg: Any, *, n: int = DEFAULT_PROBES, probe_seed: int | None = N
     return build_study(cfg, model, tasks=probes)
 
 
-def run_probes(cfg: Any, store: Any = "toolbias.db", *, n: int = DEFAULT_PROBES, model: Any = None,
-               on_progress: Any = None, check: bool = True) -> Any:
-    """Build and run a probe study (resumable like any study); returns the runner's Progress."""
+def run_probes(cfg: StudyConfig, store: Store | str = "toolbias.db", *, n: int = DEFAULT_PROBES,
+               model: ModelAPI | None = None, on_progress: ProgressFn | None = None, check: bool = True) -> Progress:
+    """Build and run a probe study through the batch engine (resumable like any study); returns
+    the runner's Progress."""
     from .runner import run_study
 
     study = probe_study(cfg, n=n, model=model)

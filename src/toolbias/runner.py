@@ -1,12 +1,11 @@
-"""The batch layer: plan a study, skip finished episodes, run the rest with
-bounded concurrency, score and store them as they finish.
+"""Schema-bias studies: plan a study, and run its episodes through the batch engine.
 
 Layers (as in tau2-bench): :func:`~toolbias.episode.run_episode` is pure;
 :func:`build_study` resolves names (catalog, variants, model); :func:`run_study`
-batches with concurrency, checkpointing, resume and sharding. Providers that are
-only CPU in this process (``ModelAPI.cpu_bound``: oracle, scripted, replay) play
-large plans in forked worker processes (:mod:`toolbias.forked`), one per core;
-this process stays the one writer of the store.
+runs the plan as :class:`EpisodeJobs` of :mod:`toolbias.engine` (skip finished keys,
+concurrency, one buffered writer, sharding by key). Providers that are only CPU in
+this process (``ModelAPI.cpu_bound``: oracle, scripted, replay) play large plans in
+forked worker processes, one per core; this process stays the one writer of the store.
 """
 
 from __future__ import annotations
@@ -16,20 +15,22 @@ import importlib
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog, Task, load_catalog
+from .catalog.phrasing import with_phrasing
 from .codec import Codec, Control
+from .engine import MIN_FORKED_JOBS, JobKind, Writer, pending, play
+from .engine import worker_count as engine_worker_count
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .errors import ToolbiasError
-from .forked import Emit, available_cpus, fork_available, run_forked
 from .providers import ModelAPI, make_provider
 from .providers.base import GenerateConfig
 from .providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wrap
 from .scoring import score_record
-from .store import COLUMNS, EpisodeRow, Store, episode_keys, stable_hash
+from .store import COLUMNS, EpisodeRow, Store, StudyMeta, VariantMeta, episode_keys, stable_hash
 from .variants import VariantSpec, build_codec, resolve_variants
 
 #: (episode key, variant codec, task): one episode of a study's plan
@@ -45,6 +46,8 @@ class StudyConfig:
     variants: str = "representative"
     tasks: int | None = None          # first N tasks (in file order)
     domains: tuple[str, ...] = ()     # only tasks of these domains (all when empty)
+    split: str | None = None          # only this part ("train" / "eval") of the splits manifest
+    splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
     seed: int = 0
     control: Control = Control.STRICT
@@ -58,6 +61,8 @@ class StudyConfig:
     provider_options: dict[str, Any] = field(default_factory=dict)
     #: "task" for full tasks; "probe" for compliance probes (stored apart, same machinery)
     kind: str = "task"
+    #: which phrasing of the queries the tasks ask in (:mod:`toolbias.catalog.phrasing`)
+    phrasing: str = "query"
     #: processes that play episodes of CPU-bound providers (see :func:`worker_count`): None, one
     #: per core for plans of MIN_FORKED_EPISODES or more; 1, this process only. Not part of the
     #: study's identity: a study may resume with another count.
@@ -69,6 +74,10 @@ class StudyConfig:
     @property
     def study_name(self) -> str:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        if self.study is None and self.split:
+            base += f"|{self.split}"
+        if self.study is None and self.phrasing != "query":
+            base += f"|{self.phrasing}"
         return base if self.kind == "task" else f"{base}|{self.kind}"
 
 
@@ -138,6 +147,14 @@ class Study:
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
         }
 
+    def meta(self) -> StudyMeta:
+        """What the report needs to know about this study's catalog and variants, stored when it runs."""
+        native = Codec(self.catalog, []).function_count()
+        variants = {c.name: VariantMeta(c.name, codec_steps(c), stable_hash(codec_steps(c), 8), c.function_count())
+                    for c in self.codecs}
+        return StudyMeta(self.config.study_name, self.catalog.name, self.catalog.fingerprint(), native,
+                         dict(self.classes), variants)
+
 
 def codec_steps(codec: Codec) -> list[Any]:
     return [[layer.op, layer.params] for layer in codec.layers]
@@ -149,23 +166,41 @@ def model_behaviour(model: ModelAPI) -> dict[str, Any]:
     return {k: v for k, v in model.settings().items() if k not in ("base_url", "base_urls")}
 
 
-def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
-    """A stratified (domain x gold length) sample of ``n`` tasks, deterministic for a seed."""
-    if n >= len(tasks):
-        return list(tasks)
-    strata: dict[tuple[str, int], list[Task]] = defaultdict(list)
-    for t in sorted(tasks, key=lambda t: t.id):
-        strata[(t.domain, len(t.gold))].append(t)
-    total = len(tasks)
-    quotas = {k: n * len(v) / total for k, v in strata.items()}
+def apportion(sizes: Mapping[Any, int], n: int, rng: random.Random) -> dict[Any, int]:
+    """``n`` units over strata in proportion to ``sizes``: each gets the whole part of its quota,
+    and the units left go to strata drawn (seeded, without replacement) with probability
+    proportional to their fractional parts, so every stratum's expected share is its quota and
+    small samples reach small strata across seeds (largest-remainder with name order as tie-break
+    gave the same few strata for every seed)."""
+    total = sum(sizes.values())
+    quotas = {k: n * v / total for k, v in sizes.items()} if total else {}
     alloc = {k: int(q) for k, q in quotas.items()}
     left = n - sum(alloc.values())
-    for k in sorted(quotas, key=lambda k: (-(quotas[k] - alloc[k]), k))[:left]:
+    weights = {k: quotas[k] - alloc[k] for k in sorted(quotas, key=str)}
+    # Efraimidis-Spirakis: the ``left`` largest u ** (1 / w) are a weighted draw without replacement
+    keyed = sorted(((rng.random() ** (1 / w) if w > 0 else 0.0, i, k) for i, (k, w) in enumerate(weights.items())),
+                   reverse=True)
+    for _, _, k in keyed[:left]:
         alloc[k] += 1
+    return alloc
+
+
+def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
+    """A stratified sample of ``n`` tasks (domains in proportion to their sizes, then gold lengths
+    within each domain; remainders drawn at random by seed: :func:`apportion`), deterministic for
+    a seed."""
+    if n >= len(tasks):
+        return list(tasks)
+    strata: dict[str, dict[int, list[Task]]] = defaultdict(lambda: defaultdict(list))
+    for t in sorted(tasks, key=lambda t: t.id):
+        strata[t.domain][len(t.gold)].append(t)
     rng = random.Random(seed)
+    per_domain = apportion({d: sum(map(len, by_len.values())) for d, by_len in sorted(strata.items())}, n, rng)
     picked: list[Task] = []
-    for k in sorted(strata):
-        picked.extend(rng.sample(strata[k], alloc[k]))
+    for d, by_len in sorted(strata.items()):
+        per_len = apportion({k: len(v) for k, v in sorted(by_len.items())}, per_domain[d], rng)
+        for k in sorted(by_len):
+            picked.extend(rng.sample(by_len[k], per_len[k]))
     return sorted(picked, key=lambda t: t.id)
 
 
@@ -177,6 +212,10 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         for d in cfg.domains:
             catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
         tasks = [t for t in tasks if t.domain in cfg.domains]
+    if cfg.split:
+        from .splits import load_splits
+
+        tasks = load_splits(cfg.splits, catalog).tasks(tasks, cfg.split)
     if cfg.sample:
         tasks = sample_tasks(tasks, cfg.sample, cfg.seed)
     if cfg.tasks:
@@ -190,7 +229,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     ``tasks`` replaces the catalog's task selection (compliance probes use this);
     ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
-    catalog = catalog or load_catalog(cfg.catalog)
+    catalog = with_phrasing(catalog or load_catalog(cfg.catalog), cfg.phrasing)
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
@@ -205,10 +244,9 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
-    classes = study.classes
+    """The stored row of an episode: scored on the typed record, serialised once."""
     infra = rec.termination is Termination.INFRA_ERROR
-    record = rec.to_dict()
-    ok, mode = (None, None) if infra else score_record(record, classes)
+    ok, mode = (None, None) if infra else score_record(rec, study.classes)
     cfg = study.config
     return EpisodeRow(
         key=key, study=cfg.study_name, kind=cfg.kind, model=cfg.model, settings_hash=study.settings_hash,
@@ -217,7 +255,7 @@ def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
         status="infra_error" if infra else "done", success=ok, failure_mode=mode.value if mode else None,
         termination=rec.termination.value, n_gold=len(rec.gold), n_executed=len(rec.executed),
         n_rejections=rec.rejections, turns=rec.turns, prompt_tokens=rec.prompt_tokens,
-        completion_tokens=rec.completion_tokens, wall_s=rec.wall_s, record=record,
+        completion_tokens=rec.completion_tokens, wall_s=rec.wall_s, record=rec.to_dict(),
     )
 
 
@@ -234,99 +272,54 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 #: below this many episodes to play, forking workers costs more than it saves
-MIN_FORKED_EPISODES = 2000
+MIN_FORKED_EPISODES = MIN_FORKED_JOBS
 _SUCCESS, _STATUS = COLUMNS.index("success"), COLUMNS.index("status")
 
 
+def _forkable(model: ModelAPI) -> bool:
+    """Episodes may play in forked workers: the provider is CPU-bound and has no response
+    cache (a file the workers would share)."""
+    return bool(model.cpu_bound) and not model.caches_responses
+
+
 def worker_count(study: Study, n_episodes: int) -> int:
-    """How many processes play ``n_episodes``: ``config.workers`` (None: one per core from
-    MIN_FORKED_EPISODES episodes on), but 1 unless the provider is CPU-bound, has no response
-    cache (a file the workers would share) and this platform forks."""
-    want = study.config.workers
-    model = study.model
-    if (want is not None and want <= 1) or n_episodes < 2 or not model.cpu_bound \
-            or getattr(model, "cache", None) is not None or not fork_available():
-        return 1
-    if want is None:
-        want = available_cpus() if n_episodes >= MIN_FORKED_EPISODES else 1
-    return max(1, min(want, n_episodes))
+    """How many processes play ``n_episodes`` (:func:`toolbias.engine.worker_count` with
+    ``config.workers``): 1 unless the provider is CPU-bound and has no response cache."""
+    return engine_worker_count(study.config.workers, n_episodes, forkable=_forkable(study.model))
 
 
-class _Sink:
-    """The one writer: stores finished rows (column values) and counts them into the progress."""
+class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
+    """The engine's job kind for a study: one episode of the plan, scored and stored as an
+    :class:`~toolbias.store.EpisodeRow` (the JSON record encoded once, where it was played)."""
 
-    def __init__(self, store: Store, prog: Progress, on_progress: ProgressFn | None) -> None:
-        self.store, self.prog, self.on_progress = store, prog, on_progress
-        self.buffer: list[tuple[Any, ...]] = []
-        self.last_flush = time.perf_counter()
+    def __init__(self, study: Study, episode_cfg: EpisodeConfig) -> None:
+        self.study, self.episode_cfg = study, episode_cfg
+        self.cpu_bound = _forkable(study.model)
+        self.hooked = bool(study.catalog.meta.get("episode"))
+        self.stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
+        self._before: WrapperStats | None = None
 
-    def add(self, values: tuple[Any, ...]) -> None:
-        """One row played here: buffered, written every 256 rows or second."""
-        self.buffer.append(values)
-        self._count(values, report=False)
-        if len(self.buffer) >= 256 or time.perf_counter() - self.last_flush > 1.0:
-            self.flush()
-        if self.on_progress:
-            self.on_progress(self.prog)
+    def key(self, item: PlanItem) -> str:
+        return item[0]
 
-    def add_batch(self, batch: list[tuple[Any, ...]], report: bool = True) -> None:
-        """A worker's batch: written at once (one transaction), then counted."""
-        self.store.put_values(batch)
-        for values in batch:
-            self._count(values, report)
+    async def run_one(self, item: PlanItem, key: str) -> EpisodeRecord:
+        if self.hooked:  # a catalog with its own environment and user (tau2-bench)
+            return await run_episode(item[2], item[1], self.study.model, self.episode_cfg,
+                                     **self.study.episode_parts(item[2]))
+        return await run_episode(item[2], item[1], self.study.model, self.episode_cfg)
 
-    def keep(self, batch: list[tuple[Any, ...]]) -> None:
-        """A batch arriving after an interrupt or a failure: written and counted, not reported."""
-        self.add_batch(batch, report=False)
+    def row(self, item: PlanItem, key: str, result: EpisodeRecord) -> tuple[Any, ...]:
+        return row_for(self.study, key, result).values()
 
-    def flush(self) -> None:
-        self.store.put_values(self.buffer)
-        self.buffer.clear()
-        self.last_flush = time.perf_counter()
+    def worker_start(self) -> None:
+        self._before = replace(self.stats) if self.stats is not None else None
 
-    def _count(self, values: tuple[Any, ...], report: bool) -> None:
-        self.prog.done += 1
-        self.prog.successes += int(bool(values[_SUCCESS]))
-        self.prog.infra_errors += int(values[_STATUS] == "infra_error")
-        if report and self.on_progress:
-            self.on_progress(self.prog)
+    def worker_summary(self) -> WrapperStats | None:
+        return self.stats.since(self._before) if self.stats is not None and self._before is not None else None
 
-
-async def _play(study: Study, items: Iterator[PlanItem], episode_cfg: EpisodeConfig, emit: Emit) -> None:
-    """Play ``items`` with bounded concurrency; emit each episode's row (column values)."""
-    cfg = study.config
-
-    async def worker() -> None:
-        hooked = bool(study.catalog.meta.get("episode"))
-        for key, codec, task in items:  # one iterator shared by the tasks: each item is played once
-            if hooked:
-                rec = await run_episode(task, codec, study.model, episode_cfg, **study.episode_parts(task))
-            else:
-                rec = await run_episode(task, codec, study.model, episode_cfg)
-            emit(row_for(study, key, rec).values())
-
-    n = min(cfg.concurrency, study.max_concurrency or cfg.concurrency)
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, n))]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        for w in workers:
-            w.cancel()
-
-
-async def _play_forked(study: Study, todo: list[PlanItem], episode_cfg: EpisodeConfig, sink: _Sink,
-                       n_workers: int) -> None:
-    found = getattr(study.model, "stats", None)
-    stats = found if isinstance(found, WrapperStats) else None
-
-    async def work(indices: Iterator[int], emit: Emit) -> WrapperStats | None:
-        before = replace(stats) if stats is not None else None
-        await _play(study, (todo[i] for i in indices), episode_cfg, emit)
-        return stats.since(before) if stats is not None and before is not None else None
-
-    for counted in await run_forked(len(todo), n_workers, work, sink.add_batch, sink.keep):
-        if stats is not None and counted is not None:
-            stats.add(counted)  # the workers' calls and retries, as if made here
+    def absorb(self, summary: Any) -> None:
+        if self.stats is not None and summary is not None:
+            self.stats.add(summary)  # the workers' calls and retries, as if made here
 
 
 async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | None = None,
@@ -335,22 +328,23 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     if check:
         await study.model.check()
     store.begin_study(cfg.study_name, study.identity())
+    store.put_study_meta(study.meta())
     plan = study.plan()
-    done = store.done_keys(cfg.study_name)
-    todo = [item for item in plan if item[0] not in done]
+    jobs = EpisodeJobs(study, EpisodeConfig(control=cfg.control, condition=cfg.condition,
+                                            turn_limit=cfg.turn_limit, generate=cfg.generate))
+    todo = pending(jobs, plan, store.done_keys(cfg.study_name))
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
-    episode_cfg = EpisodeConfig(control=cfg.control, condition=cfg.condition, turn_limit=cfg.turn_limit,
-                                generate=cfg.generate)
-    sink = _Sink(store, prog, on_progress)
-    n_workers = worker_count(study, len(todo))
+
+    def count(values: tuple[Any, ...]) -> None:
+        prog.done += 1
+        prog.successes += int(bool(values[_SUCCESS]))
+        prog.infra_errors += int(values[_STATUS] == "infra_error")
+
+    writer = Writer(store.put_values, on_row=count,
+                    on_progress=(lambda: on_progress(prog)) if on_progress else None)
+    concurrency = min(cfg.concurrency, study.max_concurrency or cfg.concurrency)
     try:
-        if n_workers > 1:
-            await _play_forked(study, todo, episode_cfg, sink, n_workers)
-        else:
-            try:
-                await _play(study, iter(todo), episode_cfg, sink.add)
-            finally:
-                sink.flush()  # Ctrl-C or a crash keeps every finished episode
+        await play(jobs, todo, writer, concurrency=concurrency, workers=worker_count(study, len(todo)))
     finally:
         await study.model.aclose()
         if study.user is not None:
@@ -371,5 +365,5 @@ def run_study(cfg: StudyConfig | Study, store: Store | str = "toolbias.db", on_p
             st.close()
 
 
-__all__ = ["MIN_FORKED_EPISODES", "Progress", "Study", "StudyConfig", "build_study", "run_study",
+__all__ = ["MIN_FORKED_EPISODES", "EpisodeJobs", "Progress", "Study", "StudyConfig", "build_study", "run_study",
            "run_study_async", "sample_tasks", "worker_count", "ProviderWrapper"]

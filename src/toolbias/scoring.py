@@ -8,13 +8,13 @@ executed native actions equals the gold multiset.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
-from .catalog.model import NativeAction, canonical_json
+from .canonical import canonical_json, same_json
+from .catalog.model import NativeAction
 from .operators.base import TRANSACTION_FLAGS, FlagKind
 
 
@@ -105,16 +105,6 @@ def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejec
     return FailureMode.WRONG_ARGUMENTS
 
 
-_EXACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """``a`` and ``b`` are the same JSON value, types included (``1`` is not ``1.0`` nor ``True``,
-    which ``==`` alone would accept): the same canonical text. Same values normalise to the
-    same keys, so an executed list equal to the gold needs no keys at all."""
-    return bool(a == b) and _EXACT(a) == _EXACT(b)
-
-
 def memo_keys() -> Callable[[NativeAction], str]:
     """:func:`action_key` computed once per action object (one scoring pass asks for each
     action's key several times); only for actions that outlive the returned function's use."""
@@ -179,7 +169,7 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     executed = [NativeAction.from_dict(a) for a in d["executed"]]
     gold = [NativeAction.from_dict(a) for a in d["gold"]]
     if mode is FailureMode.WRONG_CLASS and classes:
-        _, wanted = suspect_routes(calls, gold, executed, classes)
+        _, wanted = suspect_routes(routed_calls(calls), gold, executed, classes)
         for c in calls:
             dec = c.get("decoded") or {}
             rc = dec.get("route_classes") or []
@@ -193,7 +183,33 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     return out
 
 
-def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeAction],
+class RoutedCall(NamedTuple):
+    """What the wrong-class rule needs of one call: did it decode to native actions, which,
+    and through which classes (dispatcher / namespace) it was routed."""
+
+    native: bool
+    actions: tuple[NativeAction, ...]
+    classes: tuple[str, ...]
+
+
+def routed_calls(calls: Iterable[Any]) -> list[RoutedCall]:
+    """The routed calls of an episode: typed :class:`~toolbias.episode.CallRecord` objects or
+    their stored dict form."""
+    out = []
+    for c in calls:
+        if isinstance(c, Mapping):
+            dec = c.get("decoded")
+            if dec and dec.get("route_classes"):
+                out.append(RoutedCall(dec.get("outcome") == "native",
+                                      tuple(NativeAction.from_dict(a) for a in dec.get("actions", [])),
+                                      tuple(dec["route_classes"])))
+        elif c.decoded is not None and c.decoded.route_classes:
+            d = c.decoded
+            out.append(RoutedCall(d.outcome.value == "native", tuple(d.actions), tuple(d.route_classes)))
+    return out
+
+
+def suspect_routes(routes: Sequence[RoutedCall], gold: Sequence[NativeAction],
                    executed: Sequence[NativeAction], classes: Mapping[str, str] | None,
                    key: Callable[[NativeAction], str] = action_key) -> tuple[list[list[str]], list[str]]:
     """The routes the wrong-class rule looks at, and the classes they are compared with.
@@ -207,46 +223,63 @@ def suspect_routes(calls: Sequence[Mapping[str, Any]], gold: Sequence[NativeActi
     if not classes:
         return [], []
     needed = Counter(map(key, gold))
-    routes: list[list[str]] = []
-    for c in calls:
-        dec = c.get("decoded")
-        if not dec or not dec.get("route_classes"):
-            continue
-        keys = [action_key(NativeAction.from_dict(a)) for a in dec.get("actions", [])]
-        if dec.get("outcome") == "native" and keys and all(needed[k] > 0 for k in keys):
+    out: list[list[str]] = []
+    for r in routes:
+        keys = [action_key(a) for a in r.actions]
+        if r.native and keys and all(needed[k] > 0 for k in keys):
             needed.subtract(keys)
             continue
-        routes.append(list(dec["route_classes"]))
+        out.append(list(r.classes))
     missing, _ = action_diff(executed, gold, key)
     basis = missing or list(gold)
-    return routes, [classes[a.uid] for a in basis if a.uid in classes]
+    return out, [classes[a.uid] for a in basis if a.uid in classes]
 
 
 def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bool, FailureMode | None]:
-    """(success, failure mode) for an EpisodeRecord (or its stored dict form).
+    """(success, failure mode) for an :class:`~toolbias.episode.EpisodeRecord`, scored on its
+    typed fields, or for its stored dict form (reports, explanations).
 
     ``classes`` maps native tool uids to their class (``Catalog`` gives it) for
     wrong-class detection (see :func:`suspect_routes`); without it that rule cannot fire."""
-    d = rec if isinstance(rec, Mapping) else rec.to_dict()
+    if isinstance(rec, Mapping):
+        return _score_stored(rec, classes)
+    infra = rec.termination.value == "infra_error"
+    external = getattr(rec, "evaluation", None)
+    judged = isinstance(external, Mapping) and not infra
+    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+        return True, None
+    if not judged and not infra and rec.executed == rec.gold:  # the gold, as given (NativeAction equality is exact)
+        return True, None
+    return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
+                  rec.rejections, rec.calls, classes, judged)
+
+
+def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
     infra = d["termination"] == "infra_error"
     # an environment with its own evaluator (tau2-bench) decides success; the failure analysis
     # below still names what went wrong
     external = d.get("evaluation")
     judged = isinstance(external, Mapping) and not infra
-    if judged and float(external.get("reward") or 0.0) >= 1.0:
+    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
         return True, None
     if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
-    executed = [NativeAction.from_dict(a) for a in d["executed"]]
-    gold = [NativeAction.from_dict(a) for a in d["gold"]]
+    calls = d.get("calls", [])
+    rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
+    return _score(infra, d["termination"], [NativeAction.from_dict(a) for a in d["executed"]],
+                  [NativeAction.from_dict(a) for a in d["gold"]], [f["kind"] for f in d.get("flags", [])],
+                  rejections, calls, classes, judged)
+
+
+def _score(infra: bool, termination: str, executed: Sequence[NativeAction], gold: Sequence[NativeAction],
+           flags: Sequence[str], rejections: int, calls: Sequence[Any],
+           classes: Mapping[str, str] | None, judged: bool = False) -> tuple[bool, FailureMode | None]:
+    """``judged``: an external evaluator already said the episode failed."""
     key = memo_keys()
     ok = not infra and not judged and Counter(map(key, executed)) == Counter(map(key, gold))
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
-    calls = d.get("calls", [])
-    rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
-    route_classes, gold_classes = suspect_routes(calls, gold, executed, classes, key)
-    mode = failure_mode(success=ok, termination=d["termination"], flags=[f["kind"] for f in d.get("flags", [])],
-                        rejections=rejections, executed=executed, gold=gold, route_classes=route_classes,
-                        gold_classes=gold_classes)
+    route_classes, gold_classes = suspect_routes(routed_calls(calls), gold, executed, classes, key)
+    mode = failure_mode(success=ok, termination=termination, flags=flags, rejections=rejections,
+                        executed=executed, gold=gold, route_classes=route_classes, gold_classes=gold_classes)
     return ok, mode

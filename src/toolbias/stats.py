@@ -69,10 +69,6 @@ class Interval:
     def contains(self, value: float) -> bool:
         return self.low - 1e-12 <= value <= self.high + 1e-12
 
-    @property
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
 
 NAN_INTERVAL = Interval(math.nan, math.nan, math.nan, 0)
 

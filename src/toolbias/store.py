@@ -1,4 +1,5 @@
-"""The results store: one SQLite file per study (WAL mode).
+"""The results store: schema-bias studies and their episodes, in a toolbias results file
+(:mod:`toolbias.database`: one SQLite layer, versioned, shared with tool-selection records).
 
 Episode key (documented contract): SHA-256 over the canonical JSON of
 ``[model spec, provider settings hash, catalog fingerprint, variant name + steps hash,
@@ -9,43 +10,24 @@ configuration differs from the new one is refused with the differences listed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .canonical import canonical_json, sha256_of, sha256_text
+from .database import EPISODE_COLUMNS, Database, insert_sql
 from .errors import StoreError
 
-SCHEMA_VERSION = "1"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS studies (
-    name TEXT PRIMARY KEY, config TEXT NOT NULL, config_hash TEXT NOT NULL, created REAL, updated REAL);
-CREATE TABLE IF NOT EXISTS episodes (
-    key TEXT PRIMARY KEY, study TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'task',
-    model TEXT NOT NULL, settings_hash TEXT NOT NULL, catalog TEXT NOT NULL, variant TEXT NOT NULL,
-    task_id TEXT NOT NULL, domain TEXT NOT NULL, control TEXT NOT NULL, condition TEXT NOT NULL,
-    seed INTEGER NOT NULL, status TEXT NOT NULL, success INTEGER, failure_mode TEXT, termination TEXT,
-    n_gold INTEGER, n_executed INTEGER, n_rejections INTEGER, turns INTEGER,
-    prompt_tokens INTEGER, completion_tokens INTEGER, wall_s REAL, record TEXT NOT NULL, created REAL);
-CREATE INDEX IF NOT EXISTS episodes_cell ON episodes (model, variant, control, condition);
-CREATE INDEX IF NOT EXISTS episodes_study ON episodes (study, status);
-"""
-
-COLUMNS = ("key", "study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain", "control",
-           "condition", "seed", "status", "success", "failure_mode", "termination", "n_gold", "n_executed",
-           "n_rejections", "turns", "prompt_tokens", "completion_tokens", "wall_s", "record", "created")
-_INSERT = f"INSERT OR REPLACE INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
+COLUMNS = EPISODE_COLUMNS
+_INSERT = insert_sql("episodes", COLUMNS)
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+    return sha256_of(value, n)
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -89,14 +71,11 @@ def episode_keys(*, model: str, settings_hash: str, catalog: str, variant: str, 
     ``[model, settings_hash, catalog, variant, task_id, control, condition, seed, kind]``, with
     the canonical JSON of the fields that do not change built once (a grid plans one key per
     episode)."""
-    def dump(v: Any) -> str:
-        return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
-
-    head = "[" + ",".join(map(dump, [model, settings_hash, catalog, variant])) + ","
-    tail = "," + ",".join(map(dump, [control, condition, seed, kind])) + "]"
+    head = "[" + ",".join(map(canonical_json, [model, settings_hash, catalog, variant])) + ","
+    tail = "," + ",".join(map(canonical_json, [control, condition, seed, kind])) + "]"
 
     def key(task_id: str) -> str:
-        return hashlib.sha256(f"{head}{dump(task_id)}{tail}".encode()).hexdigest()[:32]
+        return sha256_text(f"{head}{canonical_json(task_id)}{tail}", 32)
     return key
 
 
@@ -145,77 +124,93 @@ class EpisodeRow:
         return cls(**d)
 
 
-class Store:
-    """A study's SQLite file. Safe to reopen; writes are batched by the caller."""
+@dataclass(frozen=True)
+class VariantMeta:
+    """What one variant of a study was when the study ran: its steps and its function count."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open store: {exc}", where=str(self.path),
-                             fix="point --store at a toolbias SQLite file or a new path") from None
-        version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if version is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-            self.db.commit()
-        elif version[0] != SCHEMA_VERSION:
-            raise StoreError(f"store schema version {version[0]}, this toolbias writes {SCHEMA_VERSION}",
-                             where=str(self.path), fix="use a new --store file")
+    variant: str
+    steps: list[Any]
+    steps_hash: str
+    function_count: int
 
-    def close(self) -> None:
-        self.db.close()
 
-    def __enter__(self) -> Store:
-        return self
+@dataclass(frozen=True)
+class StudyMeta:
+    """What a study's catalog and variants were when it ran, stored with it so a report needs
+    neither the catalog file nor the variant registry (a variant given as a spec file included)."""
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    study: str
+    catalog: str
+    fingerprint: str
+    native_function_count: int
+    classes: dict[str, str]
+    variants: dict[str, VariantMeta]
+
+
+class Store(Database):
+    """A study's SQLite file (:class:`~toolbias.database.Database`): studies and their
+    episodes. Safe to reopen; writes are batched by the caller (:mod:`toolbias.engine`)."""
 
     # -- studies --------------------------------------------------------------
     def begin_study(self, name: str, config: Mapping[str, Any]) -> None:
         """Record a study's configuration, or check it matches the stored one."""
         config_json = json.dumps(config, sort_keys=True, default=str)
         h = stable_hash(config)
-        row = self.db.execute("SELECT config, config_hash FROM studies WHERE name=?", (name,)).fetchone()
-        now = time.time()
-        if row is None:
-            self.db.execute("INSERT INTO studies VALUES (?, ?, ?, ?, ?)", (name, config_json, h, now, now))
-            self.db.commit()
-            return
-        if row[1] != h:
-            old, new = _flatten(json.loads(row[0])), _flatten(json.loads(config_json))
-            diffs = [f"{k}: stored {old.get(k)!r} != now {new.get(k)!r}"
-                     for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-            raise StoreError(
-                "this study was run with a different configuration:\n  " + "\n  ".join(diffs[:10]),
-                where=f"{self.path} (study '{name}')",
-                fix="re-run with the original options to resume, or use --study NEW_NAME / a new --store",
-            )
-        self.db.execute("UPDATE studies SET updated=? WHERE name=?", (now, name))
-        self.db.commit()
+        with self.lock:
+            row = self.db.execute("SELECT config, config_hash FROM studies WHERE name=?", (name,)).fetchone()
+            now = time.time()
+            if row is None:
+                self.db.execute("INSERT INTO studies VALUES (?, ?, ?, ?, ?)", (name, config_json, h, now, now))
+                self.db.commit()
+                return
+            if row[1] == h:
+                self.db.execute("UPDATE studies SET updated=? WHERE name=?", (now, name))
+                self.db.commit()
+                return
+        old, new = _flatten(json.loads(row[0])), _flatten(json.loads(config_json))
+        diffs = [f"{k}: stored {old.get(k)!r} != now {new.get(k)!r}"
+                 for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        raise StoreError(
+            "this study was run with a different configuration:\n  " + "\n  ".join(diffs[:10]),
+            where=f"{self.path} (study '{name}')",
+            fix="re-run with the original options to resume, or use --study NEW_NAME / a new --store",
+        )
 
     def studies(self) -> dict[str, dict[str, Any]]:
-        return {n: json.loads(c) for n, c in self.db.execute("SELECT name, config FROM studies")}
+        return {n: json.loads(c) for n, c in self.query("SELECT name, config FROM studies")}
+
+    def put_study_meta(self, meta: StudyMeta) -> None:
+        """Record (or refresh) what a study's catalog and variants are."""
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO study_catalogs VALUES (?, ?, ?, ?, ?)",
+                            (meta.study, meta.catalog, meta.fingerprint, meta.native_function_count,
+                             canonical_json(meta.classes)))
+            self.db.executemany("INSERT OR REPLACE INTO study_variants VALUES (?, ?, ?, ?, ?)",
+                                [(meta.study, v.variant, canonical_json(v.steps), v.steps_hash, v.function_count)
+                                 for v in meta.variants.values()])
+            self.db.commit()
+
+    def study_meta(self) -> dict[str, StudyMeta]:
+        """Study name -> its stored catalog and variant metadata (studies run before toolbias
+        stored it have none: callers fall back to rebuilding it)."""
+        if not self.has_table("study_catalogs"):  # an old file opened read-only
+            return {}
+        variants: dict[str, dict[str, VariantMeta]] = {}
+        for study, variant, steps, steps_hash, count in self.query(
+                "SELECT study, variant, steps, steps_hash, function_count FROM study_variants ORDER BY rowid"):
+            variants.setdefault(study, {})[variant] = VariantMeta(variant, json.loads(steps), steps_hash, count)
+        return {study: StudyMeta(study, catalog, fp, native, json.loads(classes), variants.get(study, {}))
+                for study, catalog, fp, native, classes in self.query(
+                    "SELECT study, catalog, fingerprint, native_function_count, classes FROM study_catalogs")}
 
     # -- episodes -------------------------------------------------------------
     def done_keys(self, study: str | None = None) -> set[str]:
         q = "SELECT key FROM episodes WHERE status='done'" + (" AND study=?" if study else "")
-        return {k for (k,) in self.db.execute(q, (study,) if study else ())}
-
-    def put_many(self, rows: Iterable[EpisodeRow]) -> int:
-        return self.put_values([r.values() for r in rows])
+        return {k for (k,) in self.query(q, (study,) if study else ())}
 
     def put_values(self, values: Sequence[tuple[Any, ...]]) -> int:
         """Store rows already in column form (:meth:`EpisodeRow.values`), in one transaction."""
-        if values:
-            self.db.executemany(_INSERT, values)
-            self.db.commit()
-        return len(values)
+        return self.write(_INSERT, values)
 
     def rows(self, *, study: str | None = None, kind: str | None = None, status: str | None = "done",
              with_record: bool = True) -> Iterator[EpisodeRow]:
@@ -226,12 +221,12 @@ class Store:
                 args.append(val)
         cols = ",".join(c if (with_record or c != "record") else "'{}'" for c in COLUMNS)
         q = f"SELECT {cols} FROM episodes" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
-        for row in self.db.execute(q, args):
+        for row in self.iterate(q, args):
             yield EpisodeRow.from_row(row)
 
     def count(self, status: str | None = None) -> int:
         q = "SELECT COUNT(*) FROM episodes" + (" WHERE status=?" if status else "")
-        return int(self.db.execute(q, (status,) if status else ()).fetchone()[0])
+        return int(self.query(q, (status,) if status else ())[0][0])
 
 
 def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, int]:
@@ -265,6 +260,9 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
             with Store(path) as s:
                 for row in s.db.execute("SELECT name, config, config_hash, created, updated FROM studies"):
                     out.db.execute("INSERT OR IGNORE INTO studies VALUES (?, ?, ?, ?, ?)", row)
+                for meta in s.study_meta().values():  # shards of one study: the same metadata
+                    if meta.study not in out.study_meta():
+                        out.put_study_meta(meta)
                 rows = s.db.execute(f"SELECT {','.join(COLUMNS)} FROM episodes WHERE status='done'").fetchall()
                 out.db.executemany(f"INSERT INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
                                    rows)
@@ -275,7 +273,7 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
     return counts
 
 
-_CORE_TABLES = frozenset({"meta", "studies", "episodes"})
+_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants"})
 
 
 def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:

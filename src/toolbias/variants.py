@@ -1,16 +1,14 @@
 """Variants as data: an ordered list of operator steps, composed into a codec.
 
-A :class:`VariantSpec` is JSON-serialisable (``{"name", "steps": [{"op", ...params}]}``);
-:func:`build_codec` turns a spec plus a catalog into a :class:`~toolbias.codec.Codec`.
-Named variants live in the registry (``toolbias.registry``), one file per operator family.
+A :class:`~toolbias.variant_spec.VariantSpec` is JSON-serialisable (``{"name", "steps":
+[{"op", ...params}]}``); :func:`build_codec` turns a spec plus a catalog into a
+:class:`~toolbias.codec.Codec`. Named variants live in the registry (``toolbias.registry``),
+one file per operator family; :func:`resolve_variants` finds them by name.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from .catalog.model import Catalog
@@ -18,56 +16,8 @@ from .codec import Codec
 from .errors import VariantError
 from .operators import OPERATORS
 from .operators.base import Layer
-
-
-@dataclass(frozen=True)
-class VariantSpec:
-    """A named composition of operator steps (first step is applied to the native catalog)."""
-
-    name: str
-    steps: tuple[Mapping[str, Any], ...] = ()
-    description: str = ""
-    #: the paper registry entry this reproduces (its ``name`` in registry.json), if any
-    paper: str | None = None
-    #: tags such as "representative", "ladder", "control"
-    tags: tuple[str, ...] = field(default_factory=tuple)
-    #: the file this spec was read from, named in errors (not part of its identity)
-    source: str | None = field(default=None, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "steps": [dict(s) for s in self.steps], "description": self.description,
-                "paper": self.paper, "tags": list(self.tags)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "<variant spec>") -> VariantSpec:
-        if not isinstance(d, Mapping):
-            raise VariantError("a variant spec must be a JSON object", where=where,
-                               fix='write {"name": "...", "steps": [{"op": "merge", ...}]}')
-        steps = d.get("steps", d.get("ops", []))
-        if not isinstance(steps, list) or not all(isinstance(s, Mapping) and "op" in s for s in steps):
-            raise VariantError("'steps' must be a list of objects each with an 'op'", where=where,
-                               fix=f"known ops: {', '.join(sorted(OPERATORS))}")
-        tags = d.get("tags", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise VariantError("'tags' must be a list of strings", where=where, fix='write "tags": ["ladder"]')
-        return cls(name=str(d.get("name", Path(where).stem)), steps=tuple(dict(s) for s in steps),
-                   description=str(d.get("description", "")), paper=d.get("paper"),
-                   tags=tuple(tags), source=None if where == "<variant spec>" else where)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> VariantSpec:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise VariantError("file not found", where=str(p),
-                               fix="check the path, or name a registered variant (toolbias variants)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise VariantError(f"cannot read file: {exc}", where=str(p), fix="point at a UTF-8 JSON file") from None
-        except json.JSONDecodeError as exc:
-            raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}",
-                               fix="fix the JSON syntax at that line") from None
-        return cls.from_dict(data, where=str(p))
+from .registry import REGISTRY
+from .variant_spec import VariantSpec
 
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
@@ -75,15 +25,20 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     layers: list[Layer] = []
     tools: Sequence[Any] = catalog.tools
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
-    for i, step in enumerate(spec.steps):
+    steps = spec.steps
+    if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)
+        from .recipes import expand
+
+        steps = expand(steps, catalog, where)
+    for i, step in enumerate(steps):
         op = step.get("op")
         cls = OPERATORS.get(str(op))
         if cls is None:
             raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=where,
                                fix=f"use one of: {', '.join(sorted(OPERATORS))}")
         params = {k: v for k, v in step.items() if k != "op"}
-        for earlier in layers:
-            if getattr(earlier, "protocol", False):
+        for earlier in layers:  # protocols stack (the artifact's curryind: references inside transactions)
+            if earlier.protocol and not cls.protocol:
                 raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
                                    where=where,
                                    fix="put protocol operators (transaction, reference, discovery) last")
@@ -99,8 +54,6 @@ def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
 
 def registry() -> dict[str, VariantSpec]:
     """All named variants, by stable name."""
-    from .registry import REGISTRY
-
     return REGISTRY
 
 

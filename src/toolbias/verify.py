@@ -27,20 +27,20 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog.model import Catalog, NativeAction, Tool, canonical_json
+from .canonical import canonical_json, same_json
+from .catalog.model import Catalog, NativeAction, Tool
 from .catalog.validation import validate_action
 from .codec import Codec, Decoded, Outcome
 from .errors import ToolbiasError
+from .names import is_tool_name
 from .operators.base import Call
 from .variants import VariantSpec, build_codec, registry
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 #: strings used for free-text arguments: a plain one and one with separators an operator might parse
 STRING_SAMPLES = ("example", "Main St. #5 / ü::x")
 MAX_EXAMPLES = 5
@@ -221,36 +221,6 @@ def _decode_all(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[
     return decoded, [f.to_dict() for f in session.finish()]
 
 
-def same_json(x: Any, y: Any) -> bool:
-    """Exact JSON equality (``1``, ``1.0`` and ``true`` differ), as ``NativeAction`` keys compare.
-
-    Scalars are compared in the loop, containers recurse (verification calls this for every
-    round trip, and arguments are mostly flat)."""
-    tx = type(x)
-    if tx is not type(y):
-        return False
-    if tx is dict:
-        if x.keys() != y.keys():
-            return False
-        pairs: Iterable[tuple[Any, Any]] = ((v, y[k]) for k, v in x.items())
-    elif tx is list:
-        if len(x) != len(y):
-            return False
-        pairs = zip(x, y, strict=True)
-    else:
-        return bool(x == y)
-    for v, w in pairs:
-        tv = type(v)
-        if tv is not type(w):
-            return False
-        if tv is dict or tv is list:
-            if not same_json(v, w):
-                return False
-        elif v != w:
-            return False
-    return True
-
-
 def same_actions(got: Sequence[NativeAction], want: Sequence[NativeAction]) -> bool:
     return len(got) == len(want) and all(
         g.domain == w.domain and g.tool == w.tool and same_json(dict(g.arguments), dict(w.arguments))
@@ -403,7 +373,7 @@ def check_schema(codec: Codec, catalog: Catalog, result: VerifyResult) -> None:
     for d in catalog.domains:
         result.checked += 1
         names = [t.name for t in codec.tools_for(d.name)]
-        bad = [n for n in names if not isinstance(n, str) or not _NAME_RE.match(n)]
+        bad = [n for n in names if not is_tool_name(n)]
         if bad:
             result.fail(f"domain {d.name}: invalid function name(s) {bad[:5]}")
         elif len(set(names)) != len(names):

@@ -24,7 +24,7 @@ from toolbias.variants import registry
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 
-from servers import FakeOpenAIServer, Reply, free_port  # noqa: E402
+from tests.support.servers import FakeOpenAIServer, Reply, free_port  # noqa: E402
 
 MODEL = "fake-model"
 

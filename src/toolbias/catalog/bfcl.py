@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
-from .loaders import register_catalog_kind
 from .model import Catalog, Domain, NativeAction, Task, Tool, canonical_json
 from .openai_format import infer_class, read_jsonl
 from .validation import arguments_error
@@ -236,8 +235,8 @@ def _gold(domain: str, raw: Any, entry_map: Mapping[str, str], tools: Mapping[st
     return tuple(gold)
 
 
-@register_catalog_kind("bfcl")
-def _load(arg: str) -> Catalog:
+def load_bfcl_spec(arg: str) -> Catalog:
+    """The ``bfcl:DIR[?domains=entry]`` catalog kind."""
     root, _, query = arg.partition("?")
     per_entry = False
     if query:
@@ -248,4 +247,4 @@ def _load(arg: str) -> Catalog:
     return load_bfcl(root, per_entry=per_entry)
 
 
-__all__ = ["convert_schema", "load_bfcl", "tool_name"]
+__all__ = ["convert_schema", "load_bfcl", "load_bfcl_spec", "tool_name"]

@@ -1,5 +1,7 @@
 """Catalog specs: one string everywhere (``builtin``, ``toolschemaspace:DIR``, ``tools:FILE``,
-``bfcl:DIR``, ``mcp:FILE``), resolved through a registry of loaders."""
+``bfcl:DIR``, ``mcp:FILE``), resolved through ``CATALOG_KINDS``: one explicit table
+(:class:`~toolbias.plugins.Registry`) of loaders ``(arg) -> Catalog``, each imported when its
+kind is first used."""
 
 from __future__ import annotations
 
@@ -7,32 +9,32 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import CatalogError
+from ..plugins import Registry
 from .model import Catalog, Domain, NativeAction, Task, Tool
 from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
+from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 
 Loader = Callable[[str], Catalog]
-CATALOG_KINDS: dict[str, Loader] = {}
-
-
-def register_catalog_kind(kind: str) -> Callable[[Loader], Loader]:
-    def deco(fn: Loader) -> Loader:
-        CATALOG_KINDS[kind] = fn
-        return fn
-
-    return deco
+CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
+    "builtin": "toolbias.catalog.loaders:load_builtin_spec",
+    "tools": "toolbias.catalog.loaders:load_tools",
+    "mcp": "toolbias.catalog.loaders:load_mcp",
+    "toolschemaspace": "toolbias.catalog.loaders:load_toolschemaspace",
+    "bfcl": "toolbias.catalog.bfcl:load_bfcl_spec",
+    "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
+}, error=CatalogError)
 
 
 @lru_cache(maxsize=16)
 def load_catalog(spec: str = "builtin") -> Catalog:
     """Load and validate a catalog from its spec string."""
     kind, _, arg = spec.partition(":")
-    loader = CATALOG_KINDS.get(kind)
-    if loader is None:
-        raise CatalogError(f"unknown catalog kind '{kind}'", where=f"catalog spec '{spec}'",
-                           fix=f"use one of: {', '.join(k + (':PATH' if k != 'builtin' else '') for k in CATALOG_KINDS)}")
+    loader = CATALOG_KINDS.resolve(kind, where=f"catalog spec '{spec}'", fix="use one of: " + ", ".join(
+        k + (":PATH" if k != "builtin" else "") for k in CATALOG_KINDS))
     if kind != "builtin" and not arg:
         raise CatalogError("missing path", where=f"catalog spec '{spec}'", fix=f"write {kind}:PATH")
     catalog = loader(arg)
@@ -40,8 +42,7 @@ def load_catalog(spec: str = "builtin") -> Catalog:
     return catalog
 
 
-@register_catalog_kind("builtin")
-def _load_builtin(arg: str) -> Catalog:
+def load_builtin_spec(arg: str) -> Catalog:
     from .builtin import load_builtin
 
     return load_builtin()
@@ -55,8 +56,7 @@ def _group_domains(tools: list[Tool], systems: dict[str, str] | None = None) -> 
     return tuple(Domain(name=d, tools=tuple(ts), system=systems.get(d, ""), title=d) for d, ts in by_domain.items())
 
 
-@register_catalog_kind("tools")
-def _load_tools(arg: str) -> Catalog:
+def load_tools(arg: str) -> Catalog:
     """A plain OpenAI tool list; one domain named after the file."""
     path = Path(arg)
     domain = path.stem
@@ -64,8 +64,7 @@ def _load_tools(arg: str) -> Catalog:
     return Catalog(name=f"tools:{arg}", domains=_group_domains(tools))
 
 
-@register_catalog_kind("mcp")
-def _load_mcp(arg: str) -> Catalog:
+def load_mcp(arg: str) -> Catalog:
     """An MCP ``tools/list`` result: ``{"tools": [{name, description, inputSchema}]}`` (or the list)."""
     path = Path(arg)
     data = read_json(path)
@@ -84,8 +83,7 @@ def _load_mcp(arg: str) -> Catalog:
     return Catalog(name=f"mcp:{arg}", domains=_group_domains(tools))
 
 
-@register_catalog_kind("toolschemaspace")
-def _load_toolschemaspace(arg: str) -> Catalog:
+def load_toolschemaspace(arg: str) -> Catalog:
     """The schema-bias paper's artifact: ``tools.json`` (uid/group/name/description/parameters)
     and ``queries*.jsonl`` (gold_calls). The artifact names no per-tool class (its class groupings
     are whole domains), so classes are inferred from tool names (``set_window`` -> ``window``)."""
@@ -104,6 +102,7 @@ def _load_toolschemaspace(arg: str) -> Catalog:
         tools.append(parse_tool(e, e["group"], where))
     systems: dict[str, str] = {}
     tasks: list[Task] = []
+    phrasings: dict[str, dict[str, str]] = {}  # task id -> {phrasing: text} (catalog.phrasing)
     for qfile in sorted(root.glob("queries*.jsonl")):
         for j, row in enumerate(read_jsonl(qfile)):
             where = f"{qfile}:{j + 1}"
@@ -114,6 +113,7 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                 tasks.append(Task(id=str(row["id"]), domain=domain, query=row.get("query") or row["query_base"],
                                   query_templated=row.get("query_base", ""), gold=gold,
                                   meta={"type": row.get("type", ""), "source": qfile.name}))
+                phrasings[str(row["id"])] = {k: v for k in _PHRASINGS if isinstance(v := row.get(k), str) and v}
             except KeyError as exc:
                 raise CatalogError(f"query row lacks field {exc}", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
@@ -121,17 +121,28 @@ def _load_toolschemaspace(arg: str) -> Catalog:
                 raise CatalogError("malformed query row: it must be an object whose gold_calls is a list of "
                                    "{name, arguments} objects", where=where,
                                    fix="rows need id, domain, gold_calls [{name, arguments}] and query") from None
-    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks))
+    return Catalog(name=f"toolschemaspace:{arg}", domains=_group_domains(tools, systems), tasks=tuple(tasks),
+                   meta={**_artifact_meta(root), "phrasings": phrasings})
 
 
-@register_catalog_kind("tau2")
-def _load_tau2(arg: str) -> Catalog:
-    """tau2-bench's airline or retail domain, imported from an installed tau2 at run time."""
-    from ..integrations.tau2 import load_tau2_catalog  # lazy: tau2 is an optional install
+def _artifact_meta(root: Path) -> dict[str, Any]:
+    """What the artifact declares beside its tools: the interval split's cut points
+    (``specs/pred.json``, one cut per numeric argument, computed by the paper on its full
+    query set) as ``interval_cuts`` {"domain::tool.param": cut}, and where its spec files are."""
+    meta: dict[str, Any] = {}
+    specs = root / "specs"
+    if specs.is_dir():
+        meta["specs_dir"] = str(specs)
+    pred = specs / "pred.json"
+    if pred.is_file():
+        data = read_json(pred)
+        ops = data.get("ops", []) if isinstance(data, dict) else []
+        cuts = {f"{o['group']}::{o['tool']}.{o['param']}": o["cuts"][0] for o in ops
+                if isinstance(o, dict) and o.get("op") == "split_predicate" and len(o.get("cuts") or []) == 1}
+        if cuts:
+            meta["interval_cuts"] = cuts
+    return meta
 
-    return load_tau2_catalog(arg)
 
-
-__all__ = ["CATALOG_KINDS", "load_catalog", "register_catalog_kind", "infer_class"]
-
-from . import bfcl as _bfcl  # noqa: E402,F401  registers the "bfcl:DIR" kind
+__all__ = ["CATALOG_KINDS", "infer_class", "load_builtin_spec", "load_catalog", "load_mcp", "load_tools",
+           "load_toolschemaspace"]

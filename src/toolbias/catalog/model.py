@@ -5,18 +5,14 @@ Everything here is an immutable value; loaders build these, operators read them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ..canonical import canonical_json, sha256_text
+
 JSON = Any
-
-
-def canonical_json(value: JSON) -> str:
-    """Deterministic JSON text: sorted keys, no spaces; used for keys and hashes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 #: the Python types of JSON scalars (exact types: a subclass is copied/checked as a container would be)
@@ -31,6 +27,11 @@ def json_copy(value: JSON) -> JSON:
     if isinstance(value, (list, tuple)):
         return [v if type(v) in JSON_SCALARS else json_copy(v) for v in value]
     return value
+
+
+#: the state effects a tool may declare (``Tool.effect["kind"]``; see :mod:`toolbias.env`, which
+#: runs them), the default first
+EFFECT_KINDS = ("set", "append", "remove", "event")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Tool:
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": json.loads(json.dumps(self.parameters)),
+                "parameters": json_copy(self.parameters),
             },
         }
 
@@ -206,20 +207,11 @@ class Catalog:
         index: dict[str, Tool] = self._index  # type: ignore[attr-defined]
         return index.get(f"{domain}::{name}")
 
-    def tasks_for(self, domain: str) -> Iterator[Task]:
-        return (t for t in self.tasks if t.domain == domain)
-
     def with_tasks(self, tasks: Iterable[Task]) -> Catalog:
         return Catalog(self.name, self.domains, tuple(tasks), self.meta)
 
     def fingerprint(self) -> str:
         """Hash of tools and tasks: resume refuses a catalog that silently changed."""
-        import hashlib
-
-        h = hashlib.sha256()
-        for d in self.domains:
-            for t in d.tools:
-                h.update(canonical_json([t.uid, t.description, t.parameters, t.cls]).encode())
-        for task in self.tasks:
-            h.update(canonical_json(task.to_dict()).encode())
-        return h.hexdigest()[:16]
+        parts = [canonical_json([t.uid, t.description, t.parameters, t.cls]) for d in self.domains for t in d.tools]
+        parts.extend(canonical_json(task.to_dict()) for task in self.tasks)
+        return sha256_text("".join(parts), 16)

@@ -104,7 +104,3 @@ def dump_tools(tools: Iterable[Tool] | Sequence[dict[str, Any]]) -> list[dict[st
     for t in tools:
         out.append(t.to_openai() if isinstance(t, Tool) else t)
     return out
-
-
-def write_tools(tools: Iterable[Tool] | Sequence[dict[str, Any]], path: Path) -> None:
-    path.write_text(json.dumps(dump_tools(tools), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

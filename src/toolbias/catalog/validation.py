@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from ..errors import CatalogError
-from .model import Catalog, NativeAction, Tool
+from .model import EFFECT_KINDS, Catalog, NativeAction, Tool
 
 #: Schema keywords an operator can rewrite. Anything else is refused by name.
 SUPPORTED_KEYWORDS = frozenset(
@@ -127,14 +127,12 @@ def check_effect(tool: Tool, where: str) -> None:
     effect = tool.effect
     if effect is None:
         return
-    from ..env import EFFECTS  # the engine's own list (env imports this module)
-
     shape = 'write {"kind": "set", "target": ["<required parameter>"]}, or leave "effect" out'
     if not isinstance(effect, Mapping):
         raise CatalogError(f"'effect' must be an object, got {type(effect).__name__}", where=where, fix=shape)
     kind = effect.get("kind", "set")
-    if kind not in EFFECTS:
-        raise CatalogError(f"unknown effect kind {kind!r}", where=where, fix=f"use one of: {', '.join(EFFECTS)}")
+    if kind not in EFFECT_KINDS:
+        raise CatalogError(f"unknown effect kind {kind!r}", where=where, fix=f"use one of: {', '.join(EFFECT_KINDS)}")
     target = effect.get("target") or []
     if not isinstance(target, list) or not all(isinstance(t, str) for t in target):
         raise CatalogError("effect 'target' must be a list of parameter names", where=where, fix=shape)

@@ -7,6 +7,7 @@ errors (:class:`~toolbias.errors.ToolbiasError`) print as a message, never a tra
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 import click
@@ -28,9 +29,12 @@ for _name in COMMAND_MODULES:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
     try:
-        cli.main(args=argv, standalone_mode=False)
+        cli.main(args=args, standalone_mode=False)
     except ToolbiasError as exc:
+        if "--json" in args:  # a script asked for JSON: the error comes as JSON on stdout too
+            click.echo(json.dumps({"error": exc.to_dict()}))
         click.echo(f"error: {exc.render()}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:

@@ -46,19 +46,32 @@ def register(group: click.Group) -> None:
                   help="HTML drill-down: episodes per cell and failure mode")
     @click.option("--episodes-limit", type=int, default=1000, show_default=True,
                   help="HTML drill-down: at most this many episodes (every failure mode is kept)")
+    @click.option("--trained", multiple=True, help="a training run of the base model, LABEL=MODEL[@SPLITS.json] "
+                  "(repeat): a column of the mitigation table (Table 3) and, with a manifest, Table 14")
+    @click.option("--base-model", help="the untrained model of the mitigation table [default: the model with "
+                  "mitigation conditions]")
+    @click.option("--splits", "splits_spec", help="mark results seen / held-out variant / held-out domain by this "
+                  "splits manifest (default, table4, builtin or a JSON file)")
     def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | None, figures_dir: str | None,
                    html_path: str | None, catalog: str | None, seed: int, resamples: int, confidence: float,
                    sample_n: int, repeats: int, baseline: str, episodes_per_mode: int,
-                   episodes_limit: int) -> None:
+                   episodes_limit: int, trained: tuple[str, ...], base_model: str | None,
+                   splits_spec: str | None) -> None:
         """Report a study: model x variant grid with 95% intervals and failure modes,
         paired differences, schema-form gap, probes, difficulty prediction."""
         from ..report import ReportSettings, build_report, dumps, print_report
+        from ..report import mitigation as mit
         from ..report.grid import open_store
 
         settings = ReportSettings(seed=seed, n_resamples=resamples, confidence=confidence, sample_n=sample_n,
                                   repeats=repeats, baseline=baseline)
+        runs = [mit.TrainedRun.parse(t) for t in trained]
         with open_store(store) as st:
             data = build_report(st, settings=settings, catalog=catalog, study=study)
+            table = mit.mitigation_table_from_store(st, study=study, trained=runs, base_model=base_model, seed=seed,
+                                                    n_resamples=resamples, confidence=confidence)
+            view = mit.split_view_from_store(st, splits_spec, data.catalogs, study=study, seed=seed,
+                                             n_resamples=resamples, confidence=confidence) if splits_spec else None
             err = Console(stderr=True)
             if csv_path:
                 from ..store import episodes_dataframe
@@ -76,15 +89,32 @@ def register(group: click.Group) -> None:
                 pngs = {p.stem: p.read_bytes() for p in paths if p.suffix == ".png"}
                 err.print(f"wrote {len(paths)} figure files to {figures_dir}")
             if html_path:
-                from ..report.html import write_html
+                from ..report.html import selection_fragments, write_html
 
+                fragments = selection_fragments(str(data.store)) + (
+                    [("Mitigations (Table 3)", mit.mitigation_html(table))] if table is not None else [])
                 write_html(data, html_path, st, per_mode=episodes_per_mode, limit=episodes_limit,
-                           figures=pngs if pngs is not None else True)
+                           figures=pngs if pngs is not None else True, fragments=fragments)
                 err.print(f"wrote {html_path}")
         if as_json:
-            click.echo(dumps(data))
+            if table is None and view is None:
+                click.echo(dumps(data))
+                return
+            import json
+
+            payload = json.loads(dumps(data))
+            if table is not None:
+                payload["mitigation"] = table.to_dict()
+            if view is not None:
+                payload["splits"] = view.to_dict()
+            click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         else:
-            print_report(data, _stdout_console())
+            console = _stdout_console()
+            print_report(data, console)
+            if table is not None:
+                mit.print_mitigations(table, console)
+            if view is not None:
+                mit.print_split_view(view, console)
 
     @group.command("probe")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 
 import click
 from rich.console import Console
@@ -19,68 +18,35 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..catalog.phrasing import PHRASINGS
 from ..codec import Control
+from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, study_config
 from ..episode import Condition
-from ..errors import ToolbiasError
-from ..providers.base import GenerateConfig
+from ..report.summary import infra_error_reasons, study_summary
 from ..runner import Progress as RunProgress
-from ..runner import StudyConfig, build_study, run_study_async
+from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
-
-#: ``toolbias run`` with no task options on the embedded model: one task per variant from the domain
-#: with the smallest schema, at most 3 turns of at most 192 tokens unless --turn-limit/--max-tokens
-#: say otherwise. Measured on 2 cores: the first prompt of a variant (its tools, 1,200-3,000 tokens)
-#: takes 16-40 s at ~76 tokens/s, and the 0.5B model tends to use every turn (uncapped, one episode
-#: spent 155 s on 8 turns of 1,150 generated tokens; at 4 turns of 256 tokens, 77-90 s).
-#: Pass --sample/--domains for more.
-DEFAULT_LOCAL_SAMPLE = 1
-DEFAULT_LOCAL_DOMAINS = ("fitness_watch",)
-DEFAULT_LOCAL_TURN_LIMIT = 3
-DEFAULT_LOCAL_MAX_TOKENS = 192
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
-    """Which variants hit infrastructure errors and why (one line per variant and reason), so a
-    user can tell a transient fault (re-run) from one that will recur (a prompt too long)."""
-    reasons: dict[tuple[str, str], int] = {}
+    """Which variants hit infrastructure errors and why (one line per variant and reason)."""
     with Store(store) as st:
-        for row in st.rows(study=study, status="infra_error"):
-            message = str(row.record.get("infra_error") or "unknown error")
-            reasons[(row.variant, message)] = reasons.get((row.variant, message), 0) + 1
+        reasons = infra_error_reasons(st, study)
     console.print(f"[yellow]{count} episode(s) hit infrastructure errors (kept apart from model failures):[/]")
-    for (variant, message), n in sorted(reasons.items()):
+    for (variant, message), n in reasons.items():
         console.print(f"  {variant}: {n} x {escape(message)}", highlight=False)
     console.print("[yellow]re-run the same command to retry them; errors that are not transient (a prompt "
                   "longer than the context window) recur: leave those variants out with --variants or "
                   "use a model with a longer context[/]")
 
 
-def _shard(value: str | None) -> tuple[int, int] | None:
-    if not value:
-        return None
-    try:
-        i, n = (int(x) for x in value.split("/"))
-    except ValueError:
-        raise ToolbiasError(f"bad --shard '{value}'", fix="write i/n with 0 <= i < n, e.g. 0/4") from None
-    if not 0 <= i < n:
-        raise ToolbiasError(f"bad --shard '{value}': need 0 <= i < n", fix="e.g. --shard 0/4 ... 3/4")
-    return (i, n)
-
-
 def summary_table(store: Store, study: str) -> Table:
-    cells: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for r in store.rows(study=study, with_record=False):
-        cells[r.variant][0] += int(bool(r.success))
-        cells[r.variant][1] += 1
-        if r.failure_mode:
-            modes[r.variant][r.failure_mode] += 1
     table = Table(title=f"study {study}")
     for col in ("variant", "n", "success", "top failure"):
         table.add_column(col, justify="right" if col in ("n", "success") else "left")
-    for variant, (ok, n) in cells.items():
-        top = max(modes[variant].items(), key=lambda kv: kv[1], default=("-", 0))
-        table.add_row(variant, str(n), f"{100 * ok / n:.1f}%", f"{top[0]} ({top[1]})" if top[1] else "-")
+    for line in study_summary(store, study):
+        top = f"{line.top_failure[0]} ({line.top_failure[1]})" if line.top_failure else "-"
+        table.add_row(line.variant, str(line.episodes), f"{100 * line.success_rate:.1f}%", top)
     return table
 
 
@@ -97,6 +63,10 @@ def register(group: click.Group) -> None:
     @click.option("--tasks", type=int, help="only the first N tasks")
     @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
     @click.option("--domains", help="only tasks of these domains (comma list)")
+    @click.option("--split", type=click.Choice(["train", "eval"]), help="only this part of the splits manifest "
+                  "(eval: never a training task of `toolbias train-data`)")
+    @click.option("--splits", default="default", show_default=True,
+                  help="the splits manifest: default (the catalog's), table4, builtin, or a JSON file")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
     @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
@@ -107,33 +77,25 @@ def register(group: click.Group) -> None:
     @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
                   "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
     @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
-    @click.option("--turn-limit", type=int, default=16, show_default=True,
-                  help=f"model turns per episode [the embedded default job: {DEFAULT_LOCAL_TURN_LIMIT}]")
+    @click.option("--turn-limit", type=int, help=f"model turns per episode [default: {TURN_LIMIT}; the embedded "
+                  f"default job: {EMBEDDED_DEFAULT_JOB.turn_limit}]")
     @click.option("--temperature", type=float, default=0.0, show_default=True)
-    @click.option("--max-tokens", type=int, default=512, show_default=True,
-                  help=f"tokens per model turn [the embedded default job: {DEFAULT_LOCAL_MAX_TOKENS}]")
+    @click.option("--max-tokens", type=int, help=f"tokens per model turn [default: {MAX_TOKENS}; the embedded "
+                  f"default job: {EMBEDDED_DEFAULT_JOB.max_tokens}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
+    @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
+                  help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, seed: int, control: str, condition: str, store: str, study: str | None,
-                concurrency: int, workers: int | None, shard: str | None, turn_limit: int, temperature: float,
-                max_tokens: int, cache: str | None) -> None:
+                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str,
+                condition: str, store: str, study: str | None, concurrency: int, workers: int | None,
+                shard: str | None, turn_limit: int | None, temperature: float, max_tokens: int | None,
+                cache: str | None, phrasing: str) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
-        chosen_domains = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
-        if model.startswith("local") and sample is None and tasks is None and not chosen_domains \
-                and catalog == "builtin":
-            sample, chosen_domains = DEFAULT_LOCAL_SAMPLE, DEFAULT_LOCAL_DOMAINS
-            ctx = click.get_current_context()
-            if ctx.get_parameter_source("turn_limit") is click.core.ParameterSource.DEFAULT:
-                turn_limit = DEFAULT_LOCAL_TURN_LIMIT
-            if ctx.get_parameter_source("max_tokens") is click.core.ParameterSource.DEFAULT:
-                max_tokens = DEFAULT_LOCAL_MAX_TOKENS
-        options = {"base_urls": list(base_url)} if base_url else {}
-        cfg = StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
-                          domains=chosen_domains,
-                          control=Control(control), condition=Condition(condition), turn_limit=turn_limit,
-                          generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
-                          concurrency=concurrency, workers=workers, shard=_shard(shard), study=study, cache=cache,
-                          provider_options=options)
+        cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
+                           domains=domains, split=split, splits=splits, seed=seed, control=control,
+                           condition=condition, turn_limit=turn_limit, temperature=temperature,
+                           max_tokens=max_tokens, concurrency=concurrency, workers=workers, shard=shard,
+                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing)
         built = build_study(cfg)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

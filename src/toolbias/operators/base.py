@@ -21,9 +21,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 from ..catalog.model import Catalog, Tool
-
-#: Tool.domain of outer tools visible to every domain (catalog-scope variants).
-ALL_DOMAINS = "*"
+from ..errors import VariantError
+from ..names import ALL_DOMAINS as ALL_DOMAINS  # the catalog scope, re-exported for the operators
 
 
 class Call(NamedTuple):
@@ -118,17 +117,30 @@ class Layer:
     #: Table 11 instruction appended to the system prompt when instructions are on
     #: (a class default; a layer whose wording depends on its method sets its own).
     instruction: str | None = None
+    #: a cross-call protocol (transaction, reference, discovery): answers calls itself, so it
+    #: must be the last step of a variant
+    protocol: ClassVar[bool] = False
+    #: the values of the ``method`` parameter, the default first (empty: no ``method``)
+    METHODS: ClassVar[tuple[str, ...]] = ()
+    #: what lenient control executes for this operator beyond the schema-valid forms (one line)
+    LENIENT: ClassVar[str] = "calls in the form of a lower level (e.g. a native tool name with native arguments)"
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         self.inner = tuple(inner)
         self.params = dict(params)
         unknown = sorted(set(self.params) - set(self.PARAMS)) if self.PARAMS is not None else []
         if unknown:
-            from ..errors import VariantError
-
             raise VariantError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for operator '{self.op}'",
                                fix=f"use: {', '.join(sorted(self.PARAMS or ())) or 'no parameters'}")
         self.tools: tuple[Tool, ...] = self.inner
+
+    def chosen_method(self, params: Mapping[str, Any]) -> str:
+        """The step's ``method`` (the first of ``METHODS`` when not given); an unknown one is refused."""
+        method = str(params.get("method", self.METHODS[0]))
+        if method not in self.METHODS:
+            raise VariantError(f"unknown {self.op} method '{method}'", where=f"{self.op} step",
+                               fix=f"use one of: {', '.join(self.METHODS)}")
+        return method
 
     @classmethod
     def prepare(cls, params: Mapping[str, Any], catalog: Catalog) -> dict[str, Any]:
@@ -156,6 +168,12 @@ class Layer:
 
     def repair(self, call: Call, domain: str) -> Call | None:
         """Lenient mode: an outer-schema call for an off-schema call that unambiguously means it."""
+        return None
+
+    def lenient_decode(self, call: Call, tool: Tool, state: Any, domain: str) -> Forward | None:
+        """Lenient control, after this layer rejected ``call`` as protocol misuse: the inner
+        calls it unambiguously means (a raw value where a handle is expected, an undiscovered
+        method), or None. Each protocol operator documents what it accepts (``LENIENT``)."""
         return None
 
     def finish(self, state: Any) -> list[Flag]:

@@ -61,9 +61,9 @@ from typing import Any
 
 from ..catalog.model import Tool
 from ..errors import VariantError
+from ..names import fit_name, is_tool_name
 from . import _grouping as grouping
 from .base import ALL_DOMAINS, Call, Forward, Layer, Reject, RejectionKind, Step
-from .transaction import valid_name
 
 ENCODINGS = ("flat", "nested", "union")
 RULES = ("all", "class", "random", "anti_class", "none")
@@ -173,10 +173,10 @@ class Merge(Layer):
         self.op_key = p.get("operation_key") or next(
             (k for k in _OP_KEYS if k not in used),
             next(f"operation_{i}" for i in range(2, len(used) + 3) if f"operation_{i}" not in used))
-        if not isinstance(self.op_key, str) or valid_name(self.op_key) != self.op_key:
+        if not is_tool_name(self.op_key):
             raise _bad("operation_key", f"must be a plain identifier, got {self.op_key!r}", "e.g. 'operation'")
         into = p.get("into", "execute")
-        if not isinstance(into, str) or valid_name(into) != into:
+        if not is_tool_name(into):
             raise _bad("into", f"must be a tool name (^[a-zA-Z0-9_-]{{1,64}}$), got {into!r}", "e.g. 'execute'")
         self.into = into
         targets = [k for k in ("functions", "ratio", "group_size") if k in p]
@@ -317,7 +317,7 @@ class Merge(Layer):
                 raise VariantError(f"group mixes domains {', '.join(sorted(domains))}", where=where,
                                    fix='set "scope": "catalog" for cross-domain groups')
             name = g.get("name", g.get("into"))
-            if name is not None and (not isinstance(name, str) or valid_name(name) != name):
+            if name is not None and not is_tool_name(name):
                 raise VariantError(f"group name {name!r} is not a valid tool name", where=where,
                                    fix="use ^[a-zA-Z0-9_-]{1,64}$")
             enc = g.get("encoding")
@@ -390,9 +390,9 @@ class Merge(Layer):
 
     @staticmethod
     def _claim(label: str, taken: set[str]) -> str:
-        base = valid_name(label)
+        base = fit_name(label)
         if base in taken:
-            base = valid_name(f"{label}_ops")
+            base = fit_name(f"{label}_ops")
         name, i = base, 2
         while name in taken:
             suffix = f"_{i}"

@@ -75,10 +75,7 @@ class Nest(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        method = str(params.get("method", "pack"))
-        if method not in self.METHODS:
-            raise VariantError(f"unknown nest method '{method}'", where="nest step",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        method = self.chosen_method(params)
         self._index = ToolIndex(self.inner)
         self._plans: dict[str, _NestPlan] = {}  # tool uid (same at both levels) -> plan
         chosen = self._pack(params) if method == "pack" else self._groups(params)

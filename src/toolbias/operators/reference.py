@@ -18,7 +18,19 @@ argument (or a list of arguments) to reference; tools not named fall back to ``s
   a flat dispatcher (``<op>::<arg>`` keys) gets one referenced key per operation
   (its first enum, else string argument); nested and union dispatchers are left alone;
 * ``"enum"``: the first enum argument (required ones first);
+* ``"free_text"``: every string argument without ``enum`` (never a discriminator);
 * ``"none"``: only the tools named in ``params``.
+
+Resolvers (step parameter ``method``):
+
+* ``"per_function"`` -- the paper's construction (its ``indirect`` op, Figure 2's
+  *reference resolution* row): one ``resolve_<f>__<arg>(query)`` per native function
+  ``f`` and referenced argument, returning an opaque handle. With ``select:
+  "free_text"`` every free-text argument (a string without ``enum``) is referenced, so
+  domains without free strings get no resolver (the artifact: 168 -> 211 functions).
+  ``origin`` maps a tool (name or uid) to the function named in its resolver, so tools an
+  earlier step made of one native function (an enum split) share its resolver.
+* ``"shared"`` (default, toolbias's own design) -- described next.
 
 One resolver serves every tool of a scope that references an argument of that
 name when their value schemas agree (string enums are united); a tool whose
@@ -29,16 +41,17 @@ artifact's ``values`` lists, would make some native actions unreachable).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..catalog.model import Tool, canonical_json
+from ..canonical import canonical_json, sha256_of
+from ..catalog.model import Tool
 from ..catalog.validation import value_error
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .transaction import InnerIndex, Namer, object_schema, scopes, select_tools
+from .transaction import InnerIndex, object_schema, scopes, select_tools
 
 _SCALARS = ("string", "integer", "number", "boolean")
 _NOISE = ("description", "title", "examples", "default")
@@ -100,6 +113,14 @@ def auto_params(tool: Tool, select: str) -> list[str]:
     return out
 
 
+def free_text_params(tool: Tool) -> list[str]:
+    """Every free-text argument of ``tool``: a string without ``enum`` that is no discriminator
+    (a flat dispatcher's ``<op>::<arg>`` keys count as the arguments they are)."""
+    return [k for k, v in tool.properties.items()
+            if isinstance(v, Mapping) and v.get("type") == "string" and "enum" not in v and "const" not in v
+            and not is_discriminator(tool, k)]
+
+
 def _arg_name(key: str) -> str:
     """``set_window::window`` -> ``window`` (a flat dispatcher key names its argument last)."""
     return key.split("::")[-1]
@@ -119,7 +140,7 @@ class _RefState:
 
 
 def ref_id(scope: str, key: str, value: Any) -> str:
-    return "ref_" + hashlib.sha256(canonical_json([scope, key, value]).encode()).hexdigest()[:8]
+    return "ref_" + sha256_of([scope, key, value], 8)
 
 
 class Reference(Layer):
@@ -130,7 +151,10 @@ class Reference(Layer):
     """
 
     op = "reference"
-    PARAMS = ("params", "select", "tools")
+    PARAMS = ("method", "params", "select", "tools", "origin")
+    METHODS = ("shared", "per_function")
+    LENIENT = ("a raw value where a reference is expected, and a reference returned for another argument, when "
+               "the value it stands for fits the argument's schema")
     protocol: ClassVar[bool] = True
     instruction = ("Some arguments take a reference id instead of a value. First call the matching "
                    "resolve_<argument> tool with the value you mean, then pass the ref_... id it returns as "
@@ -138,9 +162,22 @@ class Reference(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        select = str(self.params.get("select", "auto"))
-        if select not in ("auto", "enum", "none"):
-            raise VariantError(f"select must be 'auto', 'enum' or 'none', got {select!r}", where="operator 'reference'")
+        self.method = self.chosen_method(self.params)
+        per_function = self.method == "per_function"
+        select = str(self.params.get("select", "free_text" if per_function else "auto"))
+        if select not in ("auto", "enum", "free_text", "none"):
+            raise VariantError(f"select must be 'auto', 'enum', 'free_text' or 'none', got {select!r}",
+                               where="operator 'reference'")
+        origin = self.params.get("origin") or {}
+        if not isinstance(origin, Mapping):
+            raise VariantError("'origin' must map tool names to the function their resolvers are named after",
+                               where="operator 'reference'", fix='write {"origin": {"set_window_open": "set_window"}}')
+        self.value_key = "query" if per_function else "value"
+        if per_function:
+            self.instruction = ("Some free-text arguments take an opaque handle instead of a value. First call "
+                                "resolve_<operation>__<argument>(query) with the value you mean, then pass the "
+                                "handle it returns as that argument. Only handles returned in this conversation "
+                                "are valid.")
         explicit = self.params.get("params") or {}
         if not isinstance(explicit, Mapping):
             raise VariantError("'params' must map tool names to the argument to reference",
@@ -161,6 +198,10 @@ class Reference(Layer):
                                            fix=f"use one of: {', '.join(t.properties)}")
                 if keys:
                     chosen[t.uid] = keys
+            elif select == "free_text" and t.uid in allowed:
+                picked = free_text_params(t)
+                if picked:
+                    chosen[t.uid] = picked
             elif select != "none" and t.uid in allowed:
                 picked = auto_params(t, select)
                 if picked:
@@ -171,32 +212,39 @@ class Reference(Layer):
                                where="operator 'reference'")
         self.referenced = chosen
         self._param_schema = {(t.uid, k): dict(t.properties[k]) for t in self.inner for k in chosen.get(t.uid, [])}
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
-            namer.claim(t.name, t.domain)  # every inner name stays
+            names.add(t.domain, t.name)  # every inner name stays
         # resolvers per scope: group referenced arguments by name and value schema
         self._resolvers: dict[str, _Resolver] = {}               # resolver uid -> resolver
         self._resolver_of: dict[tuple[str, str], _Resolver] = {}  # (inner uid, key) -> resolver
         by_scope: dict[str, list[_Resolver]] = {}
         for scope in scopes(self.inner):
-            groups: dict[str, list[tuple[Tool, str]]] = {}
+            groups: dict[tuple[str, str], list[tuple[Tool, str]]] = {}
             for t in self.inner:
                 if t.domain == scope:
                     for k in chosen.get(t.uid, []):
-                        groups.setdefault(_arg_name(k), []).append((t, k))
+                        fn = str(origin.get(t.uid, origin.get(t.name, t.name))) if per_function else ""
+                        groups.setdefault((fn, _arg_name(k)), []).append((t, k))
             made: list[_Resolver] = []
-            for param, members in groups.items():
+            for (fn, param), members in groups.items():
                 for schema, part in _value_schemas(members):
                     shared = len(part) == len(members)
                     users = list(dict.fromkeys(t.name for t, _ in part))
-                    base = f"resolve_{param}" if shared else f"resolve_{part[0][0].name}_{param}"
-                    name = namer.claim(base, scope)
-                    what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
+                    if per_function:
+                        base = f"resolve_{fn}__{param}"
+                        desc = (f"Return an opaque handle for the {param} of {fn}, given its value as query. "
+                                f"Pass the handle, not the value, as {param} of {fn}.")
+                    else:
+                        base = f"resolve_{param}" if shared else f"resolve_{part[0][0].name}_{param}"
+                        what = f"'{param}'" + ("" if shared else f" (as {', '.join(users)} take it)")
+                        desc = (f"Return the reference id (ref_...) for a {what} value. Pass that id, "
+                                f"not the value, wherever {what} is asked for.")
+                    name = names.add(scope, base)
                     value_schema = dict(schema)
                     value_schema["description"] = f"The {param} value to refer to."
-                    rtool = Tool(name, f"Return the reference id (ref_...) for a {what} value. Pass that id, "
-                                       f"not the value, wherever {what} is asked for.",
-                                 object_schema({"value": value_schema}, ["value"]), domain=scope, cls="reference")
+                    rtool = Tool(name, desc, object_schema({self.value_key: value_schema}, [self.value_key]),
+                                 domain=scope, cls="reference")
                     r = _Resolver(rtool, param, schema)
                     self._resolvers[rtool.uid] = r
                     for t, k in part:
@@ -216,11 +264,25 @@ class Reference(Layer):
             for k in chosen[t.uid]:
                 r = self._resolver_of[(t.uid, k)]
                 props[k] = {"type": "string",
-                            "description": f"Reference id for {_arg_name(k)} (ref_...), returned by {r.tool.name}."}
+                            "description": f"Opaque handle for {_arg_name(k)}, returned by {r.tool.name}."
+                            if per_function else
+                            f"Reference id for {_arg_name(k)} (ref_...), returned by {r.tool.name}."}
             params_ = dict(t.parameters)
             params_["properties"] = props
             out.append(Tool(t.name, t.description, params_, domain=t.domain, cls=t.cls, effect=t.effect))
         self.tools = tuple(out)
+
+    def lenient_decode(self, call: Call, tool: Tool, state: Any, domain: str) -> Forward | None:
+        keys = [k for k in self.referenced.get(tool.uid, []) if k in call.arguments]
+        if not keys:
+            return None
+        args = dict(call.arguments)
+        for k in keys:
+            value = _lenient_value(state.refs, call.arguments[k])
+            if value_error(self._param_schema[(tool.uid, k)], value, k) is not None:
+                return None
+            args[k] = value
+        return Forward((Call(call.name, args),))
 
     # -- encoding -------------------------------------------------------------------
     def new_encode_state(self) -> Any:
@@ -239,7 +301,7 @@ class Reference(Layer):
             rid = ref_id(r.tool.domain, r.tool.name, value)
             if rid not in state.refs:
                 state.refs[rid] = (r.tool.uid, value)
-                out.append(Call(r.tool.name, {"value": value}))
+                out.append(Call(r.tool.name, {self.value_key: value}))
             args[k] = rid
         out.append(Call(call.name, args))
         return out
@@ -251,9 +313,11 @@ class Reference(Layer):
     def decode(self, call: Call, tool: Tool, state: Any) -> Step:
         r = self._resolvers.get(tool.uid)
         if r is not None:
-            value = call.arguments["value"]
+            value = call.arguments[self.value_key]
             rid = ref_id(tool.domain, tool.name, value)
             state.refs[rid] = (tool.uid, value)
+            if self.value_key == "query":
+                return Reply({"handle": rid, "argument": r.param})
             return Reply({"reference": rid, "argument": r.param, "value": value})
         keys = [k for k in self.referenced.get(tool.uid, []) if k in call.arguments]
         if not keys:
@@ -268,7 +332,7 @@ class Reference(Layer):
                        else f"refers to a value of another argument ({self._resolvers[entry[0]].tool.name})")
                 return Reject(RejectionKind.PROTOCOL,
                               f"'{k}' of '{call.name}' takes a reference id, and {rid!r} {why}. Call "
-                              f"{resolver.tool.name}(value=...) with the {_arg_name(k)} you mean and pass the "
+                              f"{resolver.tool.name}({self.value_key}=...) with the {_arg_name(k)} you mean and pass the "
                               f"ref_... id it returns.",
                               (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{k}: {rid!r}"),))
             schema = self._param_schema[(tool.uid, k)]
@@ -277,10 +341,17 @@ class Reference(Layer):
                 allowed = f" (allowed: {', '.join(map(repr, schema['enum']))})" if "enum" in schema else ""
                 return Reject(RejectionKind.PROTOCOL,
                               f"{rid!r} refers to {entry[1]!r}, which '{call.name}' does not accept as {k}{allowed}. "
-                              f"Resolve an accepted value with {resolver.tool.name}(value=...).",
+                              f"Resolve an accepted value with {resolver.tool.name}({self.value_key}=...).",
                               (Flag(FlagKind.BAD_REFERENCE, f"{call.name}.{k}: {rid!r} -> {entry[1]!r}"),))
             args[k] = entry[1]
         return Forward((Call(call.name, args),))
+
+
+def _lenient_value(refs: Mapping[str, tuple[str, Any]], given: Any) -> Any:
+    """The value a referenced argument's content most plausibly means: the value of any
+    reference returned in the session, else the content itself (a raw value)."""
+    entry = refs.get(given) if isinstance(given, str) else None
+    return entry[1] if entry is not None else given
 
 
 def _value_schemas(members: list[tuple[Tool, str]]) -> list[tuple[dict[str, Any], list[tuple[Tool, str]]]]:

@@ -16,13 +16,11 @@ Lenient repair: an unprefixed / native name, a prefix with other separators or c
 (``Window.set_window``), a wrong class prefix whose remainder names exactly one tool,
 and native parameter names under an opaque tool are mapped to the variant's names.
 
-The module also holds the naming helpers other operators share (valid, unique tool
-names matching ``^[a-zA-Z0-9_-]{1,64}$``).
+Names are valid and unique through :mod:`toolbias.names` (the allocator every operator uses).
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -31,56 +29,8 @@ from typing import Any
 
 from ..catalog.model import Tool
 from ..errors import VariantError
+from ..names import NameAllocator, has_invalid_characters, name_token
 from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
-
-MAX_NAME = 64
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
-
-
-def name_token(text: Any) -> str:
-    """A name fragment: invalid characters become ``_``, runs of ``_`` collapse, ends trimmed."""
-    s = _INVALID.sub("_", str(text))
-    return re.sub(r"_+", "_", s).strip("_")
-
-
-def short_hash(text: str, n: int = 8) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
-
-
-def fit_name(name: str) -> str:
-    """A valid tool name for ``name``: invalid characters replaced, shortened with a stable hash."""
-    s = _INVALID.sub("_", name) or "tool"
-    if len(s) > MAX_NAME:
-        s = s[: MAX_NAME - 9] + "_" + short_hash(name)
-    return s
-
-
-class NameAllocator:
-    """Unique valid tool names per domain; a catalog-scope tool's name (domain ``*``) is unique everywhere."""
-
-    def __init__(self) -> None:
-        self._used: dict[str, set[str]] = {}
-        self._all: set[str] = set()
-
-    def taken(self, domain: str, name: str) -> bool:
-        if domain == ALL_DOMAINS:
-            return name in self._all
-        return name in self._used.get(domain, ()) or name in self._used.get(ALL_DOMAINS, ())
-
-    def reserve(self, domain: str, name: str) -> None:
-        """Claim a name as it is (a tool that keeps its name)."""
-        self._used.setdefault(domain, set()).add(name)
-        self._all.add(name)
-
-    def add(self, domain: str, name: str) -> str:
-        base = fit_name(name)
-        cand, i = base, 2
-        while self.taken(domain, cand):
-            cand = fit_name(f"{base}_{i}")
-            i += 1
-        self.reserve(domain, cand)
-        return cand
 
 
 class ToolIndex:
@@ -234,10 +184,7 @@ class Rename(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        method = str(params.get("method", "namespace"))
-        if method not in self.METHODS:
-            raise VariantError(f"unknown rename method '{method}'", where="rename step",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        method = self.chosen_method(params)
         self.method = method
         self._index = ToolIndex(self.inner)
         self._decode: dict[str, _Target] = {}                    # outer uid -> target
@@ -245,9 +192,9 @@ class Rename(Layer):
         self._inv: dict[tuple[str, str], ParamTree | None] = {}  # inner (domain, name) -> inner->outer keys
         if method == "namespace":
             self.tools = self._namespace(params)
-            what = "domain" if params.get("prefix") == "domain" else "class"
-            self.instruction = (f"Tool names are prefixed with their {what} name. Call each tool by its full "
-                                f"prefixed name, using the {what} you intend to act on.")
+            # Table 11's sentence for either prefix: the paper's classes are the artifact's domains
+            self.instruction = ("Tool names are prefixed with their class name. Call each tool by its full "
+                                "prefixed name, using the class you intend to act on.")
         else:
             self.tools = self._opaque(params)
             self.instruction = ("Tool names are opaque identifiers; choose tools and arguments by their "
@@ -267,7 +214,7 @@ class Rename(Layer):
             raise VariantError(f"unknown rename scope '{scope}'", where="rename step", fix="use domain or catalog")
         if by not in ("class", "domain"):
             raise VariantError(f"unknown rename prefix '{by}'", where="rename step", fix="use class or domain")
-        if not sep or _INVALID.search(sep):
+        if not sep or has_invalid_characters(sep):
             raise VariantError(f"separator '{sep}' is not valid in tool names", where="rename step",
                                fix="use characters from [a-zA-Z0-9_-], e.g. '__'")
         alloc = NameAllocator()
@@ -300,7 +247,7 @@ class Rename(Layer):
         tool_prefix = str(params.get("tool_prefix", "f_"))
         param_prefix = str(params.get("param_prefix", "p_"))
         rename_params = bool(params.get("params", True))
-        if _INVALID.search(tool_prefix):
+        if has_invalid_characters(tool_prefix):
             raise VariantError(f"tool prefix '{tool_prefix}' is not valid in tool names", where="rename step")
         # number tools within each domain; with catalog-scope tools present, across the whole catalog
         one_group = any(t.domain == ALL_DOMAINS for t in self.inner)

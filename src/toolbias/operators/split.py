@@ -50,8 +50,9 @@ from typing import Any, TypeGuard
 
 from ..catalog.model import Catalog, Tool
 from ..errors import VariantError
+from ..names import NameAllocator, name_token, short_hash
 from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
-from .rename import NameAllocator, ToolIndex, name_token, short_hash
+from .rename import ToolIndex
 
 Number = int | float
 
@@ -278,10 +279,17 @@ class _Entry:
 
 def _observed_cuts(catalog: Catalog) -> dict[str, Number]:
     """Upper median of each numeric argument's distinct gold values (the interval split's
-    default cut points); computed once per catalog (every interval variant asks)."""
+    default cut points), or the cut points the catalog declares (``meta["interval_cuts"]``:
+    the paper's artifact ships its own, computed on its full query set); computed once per
+    catalog (every interval variant asks)."""
     cached = catalog.__dict__.get("_split_observed_cuts")
     if cached is not None:
         return dict(cached)
+    declared = catalog.meta.get("interval_cuts") if isinstance(catalog.meta, Mapping) else None
+    if isinstance(declared, Mapping) and declared:
+        observed_: dict[str, Number] = {str(k): v for k, v in declared.items() if _is_num(v)}
+        object.__setattr__(catalog, "_split_observed_cuts", observed_)
+        return dict(observed_)
     values: dict[str, set[Number]] = {}
     for task in catalog.tasks:
         for a in task.gold:
@@ -342,10 +350,7 @@ class Split(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        method = str(params.get("method", "enum"))
-        if method not in self.METHODS:
-            raise VariantError(f"unknown split method '{method}'", where="split step",
-                               fix=f"use one of: {', '.join(self.METHODS)}")
+        method = self.chosen_method(params)
         self.method = method
         self.limit = self._int_param("limit", 512, minimum=1)
         self._index = ToolIndex(self.inner)

@@ -1,5 +1,18 @@
 """Transaction: one native action becomes ``begin`` -> writes -> ``commit``.
 
+Two methods (step parameter ``method``):
+
+* ``"per_function"`` -- the paper's construction (its ``curry`` op, Figure 2's
+  *transaction* row): per wrapped native function ``f``, ``begin_<f>()`` returns a
+  transaction id, one ``set_<f>__<arg>(txn_id, <arg>)`` per argument writes it, and
+  ``commit_<f>(txn_id)`` executes ``f``. Functions with fewer than ``min_args``
+  arguments (default 2: a one-argument function is already its own setter; the
+  artifact leaves those native) and functions whose arguments are not a plain
+  properties object stay as they are. 168 native functions of the artifact become
+  727 (3 kept + 165 x (begin + commit) + 394 setters).
+* ``"shared"`` (default, toolbias's own design, kept for old variant files) -- described
+  below.
+
 ``begin(tool)`` opens a transaction on one operation and returns a handle
 (``txn_1``, ``txn_2`` ... numbered per session, so ``encode`` is exact through a
 fresh session). ``write_<tool>(handle, ...)`` sets some of the operation's
@@ -23,7 +36,7 @@ the writes), and handles never committed at episode end (``finish``).
 
 The module also holds small helpers the other cross-call protocols share:
 tool scopes (a domain or :data:`ALL_DOMAINS`), an index that looks inner tools up
-like the codec does, and a namer that keeps outer names unique and valid.
+like the codec does (outer names come from :class:`toolbias.names.NameAllocator`).
 """
 
 from __future__ import annotations
@@ -34,30 +47,11 @@ from typing import Any, ClassVar
 
 from ..catalog.model import Tool
 from ..errors import VariantError
+from ..names import NameAllocator
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
-from .rename import NameAllocator, fit_name
 
 # -- helpers shared by the protocol layers ------------------------------------------
 
-
-
-def valid_name(base: str) -> str:
-    """``base`` as a valid function name (OpenAI pattern), shortened with a hash if too long."""
-    return fit_name(base)
-
-
-class Namer:
-    """Claims outer names so that no two tools visible in one domain share a name
-    (the rename operator's allocator, with the protocol layers' argument order)."""
-
-    def __init__(self) -> None:
-        self._names = NameAllocator()
-
-    def taken(self, name: str, scope: str) -> bool:
-        return self._names.taken(scope, name)
-
-    def claim(self, base: str, scope: str) -> str:
-        return self._names.add(scope, base)
 
 
 class InnerIndex:
@@ -147,7 +141,10 @@ class Transaction(Layer):
     """
 
     op = "transaction"
-    PARAMS = ("tools", "writes")
+    PARAMS = ("method", "tools", "writes", "min_args")
+    METHODS = ("shared", "per_function")
+    LENIENT = ("nothing beyond the native call itself: a begin, write or commit out of order names no complete "
+               "native action (a commit lacking required arguments stays rejected)")
     protocol: ClassVar[bool] = True
     instruction = ("Every action runs as a transaction. Call begin with the operation you need to get a "
                    "handle, set the operation's arguments with write_<operation> (pass the handle; one or "
@@ -156,6 +153,19 @@ class Transaction(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
+        self.method = self.chosen_method(self.params)
+        self._pf: PerFunction | None = None
+        if self.method == "per_function":
+            if "writes" in self.params:
+                raise VariantError("'writes' applies to method 'shared' only (per_function sets one argument "
+                                   "per call)", where="operator 'transaction'", fix="drop 'writes'")
+            self._pf = PerFunction(self.inner, select_tools(self, self.inner), self._min_args())
+            self.tools = self._pf.tools
+            self.instruction = PerFunction.instruction
+            return
+        if "min_args" in self.params:
+            raise VariantError("'min_args' applies to method 'per_function' only", where="operator 'transaction'",
+                               fix="drop 'min_args', or set method: per_function")
         self.writes = str(self.params.get("writes", "per_argument"))
         if self.writes not in ("per_argument", "single"):
             raise VariantError(f"writes must be 'per_argument' or 'single', got {self.writes!r}",
@@ -165,10 +175,10 @@ class Transaction(Layer):
         wrapped = [t for t in self.inner if t.uid in chosen]
         self.handle_key = next(k for k in ("handle", "txn_handle", "transaction_handle", "_handle")
                                if all(k not in t.properties for t in wrapped))
-        namer = Namer()
+        names = NameAllocator()
         for t in self.inner:
             if t.uid not in chosen:
-                namer.claim(t.name, t.domain)  # pass-through tools keep their names
+                names.add(t.domain, t.name)  # pass-through tools keep their names
         #: outer uid -> role
         self._begin: dict[str, dict[str, Tool]] = {}   # begin uid -> {operation name: inner tool}
         self._commit: set[str] = set()
@@ -184,13 +194,13 @@ class Transaction(Layer):
             targets = {t.name: t for t in visible_in(scope, wrapped)}
             if not targets:
                 continue
-            begin = Tool(namer.claim("begin", scope),
+            begin = Tool(names.add(scope, "begin"),
                          "Open a transaction for one operation and return its handle. Then write the "
                          "operation's arguments and commit the handle to execute it.",
                          object_schema({"tool": {"type": "string", "enum": list(targets),
                                                  "description": "The operation to run."}}, ["tool"]),
                          domain=scope, cls="transaction")
-            commit = Tool(namer.claim("commit", scope),
+            commit = Tool(names.add(scope, "commit"),
                           "Execute the operation of an open transaction with the arguments written to it.",
                           object_schema({hk: handle_schema}, [hk]), domain=scope, cls="transaction")
             self._begin[begin.uid] = targets
@@ -214,7 +224,7 @@ class Transaction(Layer):
             else:
                 params = object_schema({hk: handle_schema, "arguments": dict(t.parameters)}, [hk, "arguments"])
             desc = f"Write arguments of '{t.name}' to an open transaction. {t.description}".strip()
-            write = Tool(namer.claim(f"write_{t.name}", t.domain), desc, params, domain=t.domain, cls=t.cls)
+            write = Tool(names.add(t.domain, f"write_{t.name}"), desc, params, domain=t.domain, cls=t.cls)
             if not has_plain_properties(t):
                 self._whole.add(write.uid)
             self._write[write.uid] = t
@@ -226,10 +236,18 @@ class Transaction(Layer):
         self.tools = tuple(out)
 
     # -- encoding -------------------------------------------------------------------
+    def _min_args(self) -> int:
+        n = self.params.get("min_args", 2)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise VariantError(f"'min_args' must be a non-negative integer, got {n!r}", where="operator 'transaction'")
+        return n
+
     def new_encode_state(self) -> Any:
         return _TxnState()
 
     def encode(self, call: Call, domain: str, state: Any) -> list[Call]:
+        if self._pf is not None:
+            return self._pf.encode(call, domain, state)
         inner = self._index.lookup(domain, call.name)
         write = self._write_of.get(inner.uid) if inner is not None else None
         if inner is None or write is None:
@@ -256,6 +274,8 @@ class Transaction(Layer):
         return _TxnState()
 
     def decode(self, call: Call, tool: Tool, state: Any) -> Step:
+        if self._pf is not None:
+            return self._pf.decode(call, tool, state)
         uid = tool.uid
         if uid in self._begin:
             inner = self._begin[uid][call.arguments["tool"]]
@@ -328,3 +348,130 @@ class Transaction(Layer):
     def finish(self, state: Any) -> list[Flag]:
         return [Flag(FlagKind.UNCOMMITTED_HANDLE, f"{h} ({t.tool.name}) was never committed")
                 for h, t in state.open.items() if not t.committed]
+
+
+# -- the paper's construction: begin_<f> / set_<f>__<arg> / commit_<f> -----------------------
+
+@dataclass
+class _Roles:
+    begin: dict[str, Tool] = field(default_factory=dict)                # outer uid -> inner tool
+    setter: dict[str, tuple[Tool, str]] = field(default_factory=dict)   # outer uid -> (inner tool, argument)
+    commit: dict[str, Tool] = field(default_factory=dict)               # outer uid -> inner tool
+    names: dict[str, tuple[str, dict[str, str], str]] = field(default_factory=dict)  # inner uid -> names
+
+
+class PerFunction:
+    """The ``per_function`` method of :class:`Transaction` (see the module doc)."""
+
+    instruction = ("Every operation with several arguments runs as a transaction: call begin_<operation>() to "
+                   "get a txn_id, call set_<operation>__<argument>(txn_id, <argument>) once for each argument, "
+                   "then call commit_<operation>(txn_id) to execute it. Commit each transaction exactly once, "
+                   "after setting all required arguments.")
+
+    def __init__(self, inner: Sequence[Tool], chosen: set[str], min_args: int) -> None:
+        wrapped = [t for t in inner if t.uid in chosen and has_plain_properties(t) and len(t.properties) >= min_args]
+        self.wrapped = {t.uid for t in wrapped}
+        self.key = next(k for k in ("txn_id", "transaction_id", "txn_handle", "_txn_id")
+                        if all(k not in t.properties for t in wrapped))
+        self._index = InnerIndex(inner)
+        self.roles = _Roles()
+        names = NameAllocator()
+        for t in inner:
+            if t.uid not in self.wrapped:
+                names.add(t.domain, t.name)
+        id_schema = {"type": "string", "description": "The txn_id returned by begin."}
+        out: list[Tool] = []
+        for t in inner:
+            if t.uid not in self.wrapped:
+                out.append(t)
+                continue
+            begin = Tool(names.add(t.domain, f"begin_{t.name}"),
+                         f"Open a transaction for '{t.name}' and return its txn_id. {t.description}".strip(),
+                         object_schema({}, []), domain=t.domain, cls=t.cls)
+            out.append(begin)
+            self.roles.begin[begin.uid] = t
+            setters: dict[str, str] = {}
+            for arg, schema in t.properties.items():
+                desc = schema.get("description", "") if isinstance(schema, Mapping) else ""
+                s = Tool(names.add(t.domain, f"set_{t.name}__{arg}"),
+                         f"Set '{arg}' of an open '{t.name}' transaction. {desc}".strip(),
+                         object_schema({self.key: id_schema, arg: dict(schema)}, [self.key, arg]),
+                         domain=t.domain, cls=t.cls)
+                out.append(s)
+                self.roles.setter[s.uid] = (t, arg)
+                setters[arg] = s.name
+            commit = Tool(names.add(t.domain, f"commit_{t.name}"),
+                          f"Execute the open '{t.name}' transaction with the arguments set on it.",
+                          object_schema({self.key: id_schema}, [self.key]), domain=t.domain, cls=t.cls)
+            out.append(commit)
+            self.roles.commit[commit.uid] = t
+            self.roles.names[t.uid] = (begin.name, setters, commit.name)
+        self.tools = tuple(out)
+
+    def encode(self, call: Call, domain: str, state: _TxnState) -> list[Call]:
+        inner = self._index.lookup(domain, call.name)
+        if inner is None or inner.uid not in self.wrapped:
+            return [call]
+        begin, setters, commit = self.roles.names[inner.uid]
+        state.counter += 1
+        txn = f"txn_{state.counter}"
+        out = [Call(begin, {})]
+        out.extend(Call(setters[k], {self.key: txn, k: v}) for k, v in call.arguments.items() if k in setters)
+        out.append(Call(commit, {self.key: txn}))
+        return out
+
+    def decode(self, call: Call, tool: Tool, state: _TxnState) -> Step:
+        uid = tool.uid
+        if uid in self.roles.begin:
+            inner = self.roles.begin[uid]
+            state.counter += 1
+            txn = f"txn_{state.counter}"
+            state.open[txn] = _Txn(inner, uid)
+            _, setters, commit = self.roles.names[inner.uid]
+            return Reply({self.key: txn, "function": inner.name,
+                          "next": f"set the arguments with {', '.join(setters.values())} "
+                                  f"({self.key}='{txn}'), then {commit}({self.key}='{txn}')"})
+        if uid in self.roles.setter:
+            inner, arg = self.roles.setter[uid]
+            got = self._open(call, inner, state, "set an argument of")
+            if isinstance(got, Reject):
+                return got
+            got.args[arg] = call.arguments[arg]
+            return Reply({self.key: call.arguments[self.key], "set": arg,
+                          "missing_required": [r for r in inner.required if r not in got.args]})
+        if uid in self.roles.commit:
+            inner = self.roles.commit[uid]
+            got = self._open(call, inner, state, "commit")
+            if isinstance(got, Reject):
+                return got
+            txn = call.arguments[self.key]
+            missing = [r for r in inner.required if r not in got.args]
+            if missing:
+                setters = self.roles.names[inner.uid][1]
+                return Reject(RejectionKind.PROTOCOL,
+                              f"transaction '{txn}' lacks required argument(s) {', '.join(missing)}; set them with "
+                              f"{', '.join(setters[m] for m in missing)} and commit again.",
+                              (Flag(FlagKind.COMMIT_MISSING_WRITES, f"{txn}: {', '.join(missing)}"),))
+            got.committed = True
+            return Forward((Call(inner.name, dict(got.args)),))
+        return Forward((call,))
+
+    def _open(self, call: Call, inner: Tool, state: _TxnState, verb: str) -> _Txn | Reject:
+        txn = call.arguments.get(self.key)
+        entry = state.open.get(txn) if isinstance(txn, str) else None
+        begin = self.roles.names[inner.uid][0]
+        if entry is None:
+            return Reject(RejectionKind.PROTOCOL,
+                          f"'{txn}' is not a txn_id returned by {begin}, so there is nothing to {verb}. Call "
+                          f"{begin}() first and pass the {self.key} it returns.",
+                          (Flag(FlagKind.UNKNOWN_HANDLE, f"{call.name}: {txn}"),))
+        if entry.tool.uid != inner.uid:
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{txn}' was opened for '{entry.tool.name}', not '{inner.name}'; call "
+                          f"{begin}() to open a '{inner.name}' transaction.")
+        if entry.committed:
+            kind = FlagKind.DOUBLE_COMMIT if verb == "commit" else FlagKind.WRITE_AFTER_COMMIT
+            return Reject(RejectionKind.PROTOCOL,
+                          f"transaction '{txn}' was already committed; call {begin}() to run '{inner.name}' again.",
+                          (Flag(kind, f"{call.name}: {txn}"),))
+        return entry

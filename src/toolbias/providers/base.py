@@ -128,6 +128,14 @@ class ModelAPI(ABC):
     #: its work is this process's CPU (no I/O, no threads or server of its own), so a study
     #: may play its episodes in forked worker processes (``StudyConfig.workers``)
     cpu_bound: bool = False
+    #: its answer is a function of the request (messages, tools, tool_choice, config), so the
+    #: wrapper may keep it in a response cache; False for agents bound to a task (oracle, scripted)
+    cacheable: bool = False
+
+    @property
+    def caches_responses(self) -> bool:
+        """It keeps answers in a response cache file, which forked worker processes would share."""
+        return False
 
     @abstractmethod
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,

@@ -260,7 +260,7 @@ class OpenAIProvider(ModelAPI):
         for i, tc in enumerate(message.get("tool_calls") or []):
             if not isinstance(tc, dict):
                 continue
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
             name = fn.get("name") or ""
             call = ToolCall.from_raw(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments"))
             if not name and call.parse_error is None:
@@ -271,8 +271,9 @@ class OpenAIProvider(ModelAPI):
             found = find_tool_calls(content)
             if found.calls:
                 calls, content, recovered = found.calls, (found.remaining or None), True
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        usage: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
+        details: dict[str, Any] = usage["prompt_tokens_details"] if isinstance(usage.get("prompt_tokens_details"), dict) \
+            else {}
         return ModelOutput(
             content=content,
             tool_calls=tuple(calls),

@@ -11,7 +11,6 @@ invalidate a cache and secrets never reach it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import random
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
+from ..canonical import sha256_of
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ def cache_key(model: ModelAPI, messages: list[Message], tools: list[dict[str, An
         "tool_choice": tool_choice,
         "config": config.to_dict(),
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_of(payload)
 
 
 class ResponseCache:
@@ -136,10 +135,14 @@ class ProviderWrapper(ModelAPI):
         self.base_url = inner.base_url
         self.concurrency = max(1, concurrency)
         self.retry = retry or RetryPolicy()
-        self.cache = cache if getattr(inner, "cacheable", False) else None
+        self.cache = cache if inner.cacheable else None
         self.cpu_bound = inner.cpu_bound
         self.stats = WrapperStats()
         self.on_retry = on_retry
+
+    @property
+    def caches_responses(self) -> bool:
+        return self.cache is not None
 
     def settings(self) -> dict[str, Any]:
         return self.inner.settings()

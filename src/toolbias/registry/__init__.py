@@ -1,34 +1,35 @@
 """The registry of named variants, one module per operator family.
 
-Each module of this package exports ``VARIANTS: list[VariantSpec]``; names are
-stable (snake_case) and unique across modules. ``paper`` names the entry of the
-schema-bias paper's ``registry.json`` a variant reproduces. Modules are collected
-in file-name order, so adding a family is adding a module.
+``VARIANT_FAMILIES`` lists each family's ``VARIANTS: list[VariantSpec]`` (one explicit
+:class:`~toolbias.plugins.Registry`, in the order the registry shows them); names are stable
+(snake_case) and unique across families. ``paper`` names the entry of the schema-bias paper's
+``registry.json`` a variant reproduces. Adding a family is adding its module and a line here.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ..errors import VariantError
-from ..variants import VariantSpec
+from ..plugins import Registry
+from ..variant_spec import VariantSpec
 
-#: family modules listed first keep the registry's order stable and readable
-_ORDER = ("representation", "merge", "split", "protocol")
+VARIANT_FAMILIES: Registry[list[VariantSpec]] = Registry("variant family", {
+    "representation": "toolbias.registry.representation:VARIANTS",
+    "merge": "toolbias.registry.merge:VARIANTS",
+    "split": "toolbias.registry.split:VARIANTS",
+    "protocol": "toolbias.registry.protocol:VARIANTS",
+}, error=VariantError)
 
 
 def _collect() -> dict[str, VariantSpec]:
-    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
     out: dict[str, VariantSpec] = {}
-    for name in names:
-        module = importlib.import_module(f"{__name__}.{name}")
-        for spec in getattr(module, "VARIANTS", []):
+    for family, specs in VARIANT_FAMILIES.items():
+        for spec in specs:
             if spec.name in out:
-                raise VariantError(f"variant name '{spec.name}' registered twice", where=module.__name__)
+                raise VariantError(f"variant name '{spec.name}' registered twice", where=f"{__name__}.{family}")
             out[spec.name] = spec
     return out
 
 
 REGISTRY: dict[str, VariantSpec] = _collect()
+
+__all__ = ["REGISTRY", "VARIANT_FAMILIES"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 
 def _merge(**params: Any) -> tuple[dict[str, Any], ...]:
@@ -20,15 +20,20 @@ def _merge(**params: Any) -> tuple[dict[str, Any], ...]:
 
 
 _SEMANTIC4 = {"groups": "class", "group_size": 4, "singletons": "merge"}   # the paper's fixed group size
-_CATALOG = {"scope": "catalog", "groups": "class"}
+_CATALOG = {"scope": "catalog", "groups": "class", "key": "domain"}   # the paper's classes are its domains
+#: Table 8's membership controls: five seeded realizations each, as the artifact registers them
+_REALIZATIONS = range(5)
 
 VARIANTS: list[VariantSpec] = [
     VariantSpec("fully_merged", _merge(),
                 "one dispatcher per domain (execute) with an operation discriminator, flat <op>::<arg> keys",
                 paper="fully merged", tags=("representative",)),
     VariantSpec("class_dispatch", _merge(**_CATALOG),
-                "one dispatcher per class, named after it, over the whole catalog (visible in every domain)",
-                paper="class dispatch", tags=("representative",)),
+                "one flat dispatcher per class (= domain), named after it, over the whole catalog (all visible in "
+                "every domain)", paper="class dispatch", tags=("representative",)),
+    VariantSpec("class_dispatch_by_object", _merge(scope="catalog", groups="class"),
+                "one dispatcher per object class (Tool.cls: window, seat, ...) over the whole catalog",
+                tags=("control",)),
     *[VariantSpec(f"merge_domain_{str(r).replace('.', '_')}x", _merge(groups="class", ratio=r),
                   f"partial merge to {r}x of the native function count: classes whose tool and argument "
                   "names share most words merged per domain, unmerged tools native",
@@ -47,15 +52,23 @@ VARIANTS: list[VariantSpec] = [
                 "groups with the semantic groups' sizes that spread every class apart",
                 paper="merge · anti-semantic groups", tags=("control",)),
     VariantSpec("merge_catalog_neutral_names", _merge(**_CATALOG, names="neutral"),
-                "class dispatch with neutral dispatcher names (group_01 ...)",
+                "class dispatch with neutral dispatcher names (group_01 ...): Table 8's class-neutral arm",
                 paper="merge · catalog, neutral names", tags=("control",)),
     VariantSpec("merge_catalog_random_classes", _merge(**{**_CATALOG, "groups": "random", "seed": 0},
                                                        names="neutral"),
-                "whole-catalog random groups with the class size profile, neutral names",
+                "whole-catalog random groups with the class size profile, neutral names (realization r0)",
                 paper="merge · catalog, random classes", tags=("control",)),
+    *[VariantSpec(f"merge_catalog_random_classes_r{r}",
+                  _merge(**{**_CATALOG, "groups": "random", "seed": r}, names="neutral"),
+                  f"whole-catalog random groups with the class size profile, neutral names (realization r{r})",
+                  tags=("control",)) for r in _REALIZATIONS if r],
     VariantSpec("merge_catalog_anti_classes", _merge(**{**_CATALOG, "groups": "anti_class"}, names="neutral"),
-                "whole-catalog groups with the class size profile that spread every class apart, neutral names",
-                paper="merge · catalog, anti-classes", tags=("control",)),
+                "whole-catalog groups with the class size profile that spread every class apart, neutral names "
+                "(realization r0)", paper="merge · catalog, anti-classes", tags=("control",)),
+    *[VariantSpec(f"merge_catalog_anti_classes_r{r}",
+                  _merge(**{**_CATALOG, "groups": "anti_class", "seed": r}, names="neutral"),
+                  f"whole-catalog groups with the class size profile that spread every class apart, neutral names "
+                  f"(realization r{r})", tags=("control",)) for r in _REALIZATIONS if r],
     VariantSpec("native_whole_catalog", _merge(scope="catalog", groups="none"),
                 "every native function under its native name, visible in every domain (control for class "
                 "dispatch; a name two domains share stays in its own domains)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 VARIANTS: list[VariantSpec] = [
     VariantSpec("native", (), "the catalog as given", paper="native", tags=("representative",)),
@@ -11,9 +11,10 @@ VARIANTS: list[VariantSpec] = [
     VariantSpec("nested_args", ({"op": "nest", "method": "pack", "into": "options", "keep": 1},),
                 "every argument after the first goes into one 'options' object (tools with 3+ arguments)",
                 paper="nested args", tags=("representative",)),
-    VariantSpec("namespaced_names", ({"op": "rename", "method": "namespace"},),
-                "tool names prefixed with their class: window__set_window", paper="namespaced names",
-                tags=("representative",)),
+    VariantSpec("namespaced_names",
+                ({"op": "rename", "method": "namespace", "scope": "catalog", "prefix": "domain"},),
+                "every domain's tools in every episode, named <class>__<tool> (the paper: whole catalog, its "
+                "classes are the domains)", paper="namespaced names", tags=("representative",)),
     VariantSpec("reorder_arguments", ({"op": "reorder", "seed": 13},),
                 "seeded permutation of every tool's parameter order", paper="reorder arguments",
                 tags=("representative",)),
@@ -22,10 +23,9 @@ VARIANTS: list[VariantSpec] = [
                 paper="rename · opaque"),
     VariantSpec("opaque_names_and_params", ({"op": "rename", "method": "opaque", "seed": 0, "params": True},),
                 "opaque tool names f_00.. and parameter names p_0..", tags=("control",)),
-    VariantSpec("namespaced_names_catalog",
-                ({"op": "rename", "method": "namespace", "scope": "catalog", "prefix": "domain"},),
-                "every domain's tools in every episode, prefixed with their domain (the paper's whole-catalog arm, "
-                "where classes are domains)", tags=("control",)),
+    VariantSpec("namespaced_names_by_object", ({"op": "rename", "method": "namespace"},),
+                "each domain's own tools prefixed with the object they act on: window__set_window",
+                tags=("control",)),
     VariantSpec("flat_args", ({"op": "flatten"},),
                 "nested object arguments flattened into top-level outer__inner keys (identity without objects)",
                 tags=("control",)),

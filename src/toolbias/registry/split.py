@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from ..variants import VariantSpec
+from ..variant_spec import VariantSpec
 
 VARIANTS: list[VariantSpec] = [
     VariantSpec("fully_split", ({"op": "split", "method": "enum"},),
                 "every required enumerable argument folded into the tool names (finest ladder step)",
                 paper="fully split", tags=("representative", "ladder")),
     VariantSpec("interval_split", ({"op": "split", "method": "interval"},),
-                "each numeric argument split at one cut (range midpoint, else the gold values' upper median) "
+                "each numeric argument split at one cut (the catalog's declared cut: the artifact's pred.json; else the "
+                "range midpoint, else the gold values' upper median) "
                 "into range-named tools; the value is still passed", paper="interval split",
                 tags=("representative",)),
     VariantSpec("split_enum_1_5x", ({"op": "split", "method": "ladder", "ratio": 1.5},),

@@ -30,6 +30,8 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
+from .paper_tables import paper_tables
+from .stored import stored_classes, stored_function_ratios, stored_steps
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 
@@ -65,6 +67,13 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: the study filter the report was built with (None: every study in the store)
     study: str | None = None
+    #: native tool uid -> class, as the studies stored it (None: not stored, or catalogs disagree)
+    classes: dict[str, str] | None = None
+    #: variant -> its steps ``[[op, params], ...]`` as the studies ran them (older studies: absent)
+    variant_steps: dict[str, list[Any]] = field(default_factory=dict)
+    #: the paper's arm-comparison tables (:mod:`toolbias.report.paper_tables`): merge_encodings
+    #: (Table 6), convention_mixture (Table 7), class_controls (Table 8)
+    paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -78,10 +87,6 @@ class ReportData:
         if index is None:
             index = self.__dict__["_cell_index"] = {c.key: c for c in self.cells}
         return index.get((model, variant, control, condition))
-
-    def failure_modes_present(self) -> list[str]:
-        seen = {m for c in self.cells for m in c.failure_modes}
-        return [m for m in FAILURE_MODES if m in seen] + sorted(seen - set(FAILURE_MODES))
 
     # -- machine-readable ---------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +106,8 @@ class ReportData:
                            "estimates": [e.to_dict() for e in self.difficulty],
                            "summaries": [s.to_dict() for s in self.prediction]},
             "function_ratios": self.function_ratios,
+            "variant_steps": self.variant_steps,
+            **self.paper_tables,
             "notes": self.notes,
         })
 
@@ -193,6 +200,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         df = episodes_dataframe(st, kind="task")
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
+        metas = st.study_meta()
     finally:
         if own:
             st.close()
@@ -222,10 +230,20 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     catalogs = sorted({str(c) for c in df["catalog"]} | {str(r["catalog"]) for r in probe_rows})
     if len(catalogs) > 1:
         notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
+    task_variants = [v for v in variants if v in set(df["variant"])]
+    task_studies = sorted({str(x) for x in df["study"]})
     ratios: dict[str, float] = {}
+    if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
+        ratios, more = stored_function_ratios(metas, task_studies, task_variants)
+        notes.extend(more)
+    all_studies = task_studies + sorted({str(r["study"]) for r in probe_rows})
+    steps, more = stored_steps(metas, all_studies, variants)
+    notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
-    if spec and len(df):
-        ratios, more = function_ratios(spec, [v for v in variants if v in set(df["variant"])], settings.baseline)
+    missing = [v for v in task_variants if v not in ratios]
+    if spec and missing:
+        rebuilt, more = function_ratios(spec, missing, settings.baseline)
+        ratios = {v: ratios[v] if v in ratios else rebuilt[v] for v in task_variants if v in ratios or v in rebuilt}
         notes.extend(more)
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
@@ -236,7 +254,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
         gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
-        catalogs=catalogs, notes=notes, study=study)
+        catalogs=catalogs, notes=notes, study=study,
+        classes=stored_classes(metas, all_studies), variant_steps=steps,
+        paper_tables=paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf))
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:

@@ -29,6 +29,8 @@ from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
+from .paper_tables import table_rows
+from .stored import format_steps
 from .tables import pct, pp
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -244,6 +246,8 @@ def _variant_sections(data: ReportData, episodes: Sequence[EpisodeView]) -> str:
         if v in data.function_ratios:
             out.append(f'<p class="muted">function-count ratio vs {e(data.settings.baseline)}: '
                        f"{data.function_ratios[v]:.2f}</p>")
+        if v in data.variant_steps:
+            out.append(f'<p class="muted">steps: {e(format_steps(data.variant_steps[v]))}</p>')
         rows = []
         for c in cells:
             d = diffs.get(c.key)
@@ -353,6 +357,16 @@ def _episodes_section(episodes: Sequence[EpisodeView], left_out: int, classes: M
             + "".join(_episode_html(ep, classes) for ep in episodes) + "</section>")
 
 
+def _paper_tables_section(data: ReportData) -> str:
+    tables = table_rows(data.paper_tables)
+    if not tables:
+        return ""
+    out = ['<section id="paper-tables"><h2>Arm comparisons (paper Tables 6-8)</h2>']
+    for title, (head, rows) in tables.items():
+        out.append(f"<h3>{e(title)}</h3>" + _table(head, rows, num_cols=range(1, len(head))))
+    return "".join(out) + "</section>"
+
+
 def _rules_section() -> str:
     rows = [[_chip(m.value), e(FAILURE_RULES[m][0]), e(FAILURE_RULES[m][1])] for m in FAILURE_ORDER]
     return ('<section id="failure-modes"><h2>Failure modes</h2><p class="muted">Each failed episode gets the first '
@@ -361,16 +375,11 @@ def _rules_section() -> str:
 
 
 def selection_fragments(store: str) -> list[tuple[str, str]]:
-    """Sections offered by :mod:`toolbias.selection` (optional): if it exposes
-    ``html_fragments(store_path: str) -> Iterable[tuple[str, str] | str]`` (title and a
-    static HTML fragment), each is appended to the report. Failures become a note."""
-    try:
-        from .. import selection
-    except ImportError:
-        return []
-    fn = getattr(selection, "html_fragments", None)
-    if fn is None:
-        return []
+    """The tool-selection sections of the store (:func:`toolbias.report.selection.html_fragments`: title
+    and a static HTML fragment each), appended to the report. Failures become a note."""
+    from . import selection
+
+    fn = selection.html_fragments
     try:
         items = list(fn(store))
     except Exception as exc:  # a broken optional section must not break the report
@@ -399,13 +408,19 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
         figs = {name: base64.b64encode(png).decode("ascii") for name, png in figures.items()}
     else:
         figs = {name: png_base64(fig) for name, fig in all_figures(data).items()} if figures else {}
-    extra = list(fragments) if fragments is not None else selection_fragments(str(data.store))
+    if fragments is not None:
+        extra = list(fragments)
+    else:
+        from .mitigation import mitigation_fragments
+
+        extra = selection_fragments(str(data.store)) + mitigation_fragments(source, study=data.study)
     n_task = sum(c.episodes for c in data.cells)
     n_probe = sum(p.n for p in data.probes)
     nav = [("grid", "Grid"), ("figures", "Figures") if figs else None,
            ("differences", "Differences") if data.variant_diffs or data.model_diffs else None,
            ("gap", "Schema-form gap") if data.gap else None, ("probes", "Probes") if data.probes else None,
-           ("difficulty", "Difficulty") if data.difficulty else None, ("variants", "Variants"),
+           ("difficulty", "Difficulty") if data.difficulty else None,
+           ("paper-tables", "Tables 6-8") if table_rows(data.paper_tables) else None, ("variants", "Variants"),
            ("episodes", "Episodes") if episodes else None, ("failure-modes", "Failure modes")]
     nav += [(f"extra-{i}", title) for i, (title, _) in enumerate(extra)]
     links = "".join(f'<a href="#{a}">{e(t)}</a>' for item in nav if item for a, t in [item])
@@ -424,7 +439,8 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
     if data.notes:
         body.append("<ul class=\"muted\">" + "".join(f"<li>{e(n)}</li>" for n in data.notes) + "</ul>")
     body += [_grid_section(data), _figures_section(figs), _differences_section(data), _gap_section(data),
-             _probes_section(data), _difficulty_section(data), _variant_sections(data, episodes),
+             _probes_section(data), _difficulty_section(data), _paper_tables_section(data),
+             _variant_sections(data, episodes),
              _episodes_section(episodes, left_out, classes), _rules_section()]
     for i, (title, fragment) in enumerate(extra):
         body.append(f'<section id="extra-{i}"><h2>{e(title)}</h2>{fragment}</section>')
@@ -434,7 +450,10 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
 
 
 def _classes(data: ReportData) -> dict[str, str] | None:
-    """Native uid -> class for the store's catalog (for wrong-class explanations), if loadable."""
+    """Native uid -> class for the store's catalog (for wrong-class explanations): as the studies
+    stored it, else from the catalog if loadable."""
+    if data.classes is not None:
+        return data.classes
     if len(data.catalogs) != 1:
         return None
     try:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .grid import ReportData
+from .paper_tables import table_rows
 
 MODE_SHORT = {
     "livelock": "livelock", "transaction_handle": "txn handle", "rejected_and_stuck": "rejected",
@@ -181,6 +182,13 @@ def print_report(data: ReportData, console: Console | None = None) -> None:
         t = make(data)
         if t is not None:
             console.print(t)
+    for title, (head, rows) in table_rows(data.paper_tables).items():  # the paper's Tables 6-8
+        t = Table(title=title, title_justify="left")
+        for i, h in enumerate(head):
+            t.add_column(h, justify="left" if i == 0 else "right")
+        for row in rows:
+            t.add_row(*(escape(c) for c in row))
+        console.print(t)
     for note in data.notes:
         console.print(f"[dim]note: {note}[/]")
 

@@ -12,7 +12,9 @@ Modules: :mod:`.benchmark` (clusters, rotations, the built-in benchmark), :mod:`
 (BiasBusters files), :mod:`.runner` (presentations, resumable runs), :mod:`.parse` (exact
 parsing), :mod:`.metrics` (TV metrics, record format, cross-model agreement),
 :mod:`.features` and :mod:`.embed` (explanation), :mod:`.perturb` (metadata perturbations),
-:mod:`.mitigate` (filter-then-uniform, filter quality), :mod:`.figures` (plots, HTML),
+:mod:`.mitigate` (filter-then-uniform, filter quality), :mod:`.study` (the API the CLI calls),
+:mod:`.present` and :mod:`.toolbench` (presentations, the paper's prompt), :mod:`.paper_stats` and
+:mod:`.paper_features` (the paper's numbers), :mod:`.selector` (``chooser:RULE``),
 :mod:`.store` (SQLite tables), :mod:`.report` (store -> reports and the HTML report's sections:
 ``html_fragments(store_path)``).
 """
@@ -35,7 +37,7 @@ from .mitigate import (
 from .parse import Parsed, parse_output, parse_text
 from .perturb import CONDITIONS, PerturbationEffect, apply_condition, perturbation_effects
 from .records import SelectionRecord, Status
-from .report import html_fragments, store_reports
+from .results import store_reports
 from .runner import (
     PRESENTATIONS,
     RunSummary,
@@ -53,7 +55,7 @@ __all__ = [
     "FilterScores", "MitigationRunner", "Parsed", "PerturbationEffect", "RunSummary", "Selection",
     "SelectionRecord", "SelectionRunner", "SelectionStore", "SelectionTool", "Status", "aevaluate_filter",
     "agreement", "apply_condition", "arun_mitigation", "arun_selection", "bias_report", "build_request",
-    "builtin_benchmark", "builtin_filter_set", "html_fragments", "load_benchmark", "load_biasbusters", "load_biasbusters_filter_set",
+    "builtin_benchmark", "builtin_filter_set", "load_benchmark", "load_biasbusters", "load_biasbusters_filter_set",
     "parse_output", "parse_subset", "parse_text", "perturbation_effects", "plan_trials", "read_records",
     "report_of", "rotations", "run_selection", "score_filter", "store_reports", "tv_from_uniform",
 ]

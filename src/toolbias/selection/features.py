@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingExtraError, ToolbiasError
-from .benchmark import Benchmark
 from .embed import similarity_matrix
+from .types import Benchmark
 
 FEATURES = ("sim_tool_desc", "sim_api_desc", "length", "n_params", "readability", "promo_words", "exposure")
 EXPOSURE_KEYS = ("exposure", "popularity", "calls", "downloads")

@@ -1,13 +1,19 @@
 """Importers for the BiasBusters tool-selection files (never copied into this repository).
 
-``load_biasbusters(DIR)`` reads ``duplicate_api_clusters.json`` (a list of clusters,
-each a list of RapidAPI endpoints with ``category, tool, tool_desc, api_name,
-api_desc, required_parameters[, optional_parameters]``) and ``cluster_queries.json``
-(``[{cluster_id, queries}]``, cluster ids 1-based into the cluster list). Tools get
-ToolBench function names, ``<api_name>_for_<tool>`` standardised (lower case,
-``[a-z0-9_]``, a leading digit prefixed with ``get_``), cut to the last 64
-characters when longer (the limit of function names), as the original code does.
-``correct_api_meta.json`` adds each endpoint's URL as metadata when present.
+``load_biasbusters(DIR)`` reads ``duplicate_api_clusters.json`` (a list of clusters, each a
+list of RapidAPI endpoints), ``cluster_queries.json`` (``[{cluster_id, queries}]``) and,
+when present, ``api_definitions.json`` (the authors' full ToolBench definitions of 35 of
+the 50 endpoints: clusters 1, 3, 4, 6, 7, 8, 9) and ``correct_api_meta.json`` (whose
+``tool_desc`` is exactly the tool blurb of the paper's prompts, and whose
+``num_parameters`` counts each endpoint's parameters in the authors' main file).
+
+Each tool keeps its ToolBench definition in ``metadata["toolbench"]`` (rendered by
+:mod:`.toolbench`), and its function name ``<api>_for_<tool>`` (standardised, only the
+last 64 characters kept). For clusters 2, 5 and 10 no full definition exists anywhere
+(PROTOCOL.md section 2): their definition is built from ``duplicate_api_clusters.json``,
+whose parameter lists are partial; ``metadata["definition"]`` says which source was used
+and ``metadata["parameters_known"]`` / ``["parameters_total"]`` how many parameters are
+missing (the prompts of those clusters cannot be reproduced byte for byte).
 
 ``load_biasbusters_filter_set(FILE)`` reads ``api_subset_selection_ground_truth.json``
 (queries with ``correct_apis``, ``distractor_apis`` and ``correct_indices`` into an
@@ -20,38 +26,34 @@ distractors in the other slots; the scores do not depend on that order.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CatalogError
-from .benchmark import Benchmark, Cluster, SelectionTool, validate_benchmark
+from .toolbench import ToolbenchAPI, function_name, standardize
+from .types import Benchmark, Cluster, FilterExample, SelectionTool, validate_benchmark
+
+if TYPE_CHECKING:
+    from .mitigate import FilterScores
 
 CLUSTERS_FILE = "duplicate_api_clusters.json"
 QUERIES_FILE = "cluster_queries.json"
 META_FILE = "correct_api_meta.json"
+DEFINITIONS_FILE = "api_definitions.json"
+FEATURES_FILE = "final_features.json"
 GROUND_TRUTH_FILE = "api_subset_selection_ground_truth.json"
 
 _TYPES = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
           "OBJECT": "object", "ENUM": "string", "DATE (YYYY-MM-DD)": "string", "TIME (24-HOUR HH:MM)": "string"}
 
-
-def standardize(text: str) -> str:
-    """ToolBench's name standardisation: non-word characters to ``_``, runs collapsed, lower case."""
-    s = re.sub(r"[^\u4e00-\u9fa5a-zA-Z0-9_]", "_", text)
-    s = re.sub(r"_+", "_", s).lower().strip("_")
-    if s and s[0].isdigit():
-        s = "get_" + s
-    return s
+__all__ = ["load_biasbusters", "load_biasbusters_filter_set", "standardize", "toolbench_name"]
 
 
 def toolbench_name(tool: str, api_name: str) -> str:
-    """``<api>_for_<tool>``, cut to its last 64 characters (OpenAI's limit) when longer."""
-    name = f"{standardize(api_name)}_for_{standardize(tool)}"
-    if len(name) > 64:
-        name = name[-64:].lstrip("_")
-    return name
+    """``<api>_for_<tool>``, only its last 64 characters kept (ToolBench's cut)."""
+    return function_name(tool, api_name)
 
 
 def _read_json(path: Path) -> Any:
@@ -71,11 +73,13 @@ def _text(value: Any) -> str:
     return "" if s == "None" else s
 
 
-def _parameters(endpoint: Mapping[str, Any]) -> dict[str, Any]:
+def _parameters(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-schema parameters (the ``tools`` presentation): required then optional, in file order; a
+    ToolBench default becomes an ``(example: ...)`` note in the description."""
     props: dict[str, Any] = {}
     required: list[str] = []
     for group, is_required in (("required_parameters", True), ("optional_parameters", False)):
-        for p in endpoint.get(group) or []:
+        for p in definition.get(group) or []:
             name = str(p.get("name", "")).strip()
             if not name or name in props:
                 continue
@@ -90,8 +94,50 @@ def _parameters(endpoint: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required}
 
 
+def _ages(root: Path) -> dict[tuple[int, int], float | None]:
+    """(cluster id, 0-based api) -> the tool's age in days as the authors measured it (``final_features.json``)."""
+    if not (root / FEATURES_FILE).is_file():
+        return {}
+    return {(int(r["cluster_id"]), int(r["api"])): r.get("age_days") for r in _read_json(root / FEATURES_FILE)}
+
+
+def _definitions(root: Path) -> dict[tuple[int, int], Mapping[str, Any]]:
+    """(cluster id, 0-based api) -> the authors' ToolBench definition, where one exists."""
+    if not (root / DEFINITIONS_FILE).is_file():
+        return {}
+    out = {}
+    for row in _read_json(root / DEFINITIONS_FILE):
+        if isinstance(row, Mapping) and isinstance(row.get("definition"), Mapping):
+            out[(int(row["cluster_id"]), int(row["api"]))] = row["definition"]
+    return out
+
+
 def _endpoint_key(tool: str, api_name: str) -> tuple[str, str]:
     return (tool.strip(), api_name.strip())
+
+
+def _tool(ep: Mapping[str, Any], meta: Mapping[str, Any], full: Mapping[str, Any] | None) -> SelectionTool:
+    tool, api_name = _text(ep.get("tool")), _text(ep.get("api_name"))
+    blurb_text = str(meta.get("tool_desc", ep.get("tool_desc", "")) or "")
+    if full is not None:
+        definition, source = dict(full), DEFINITIONS_FILE
+    else:  # clusters 2, 5, 10: the cluster file's (partial) parameters; no optional ones are known
+        definition = {"category_name": _text(ep.get("category")), "tool_name": tool, "api_name": api_name,
+                      "api_description": str(ep.get("api_desc", "") or ""),
+                      "required_parameters": list(ep.get("required_parameters") or []),
+                      "optional_parameters": list(ep.get("optional_parameters") or [])}
+        source = CLUSTERS_FILE
+    api = ToolbenchAPI.from_dict(definition, tool_description=blurb_text)
+    known = len(api.required_parameters) + len(api.optional_parameters)
+    metadata: dict[str, Any] = {"category": _text(ep.get("category")), "tool": tool, "api_name": api_name,
+                                "toolbench": api.to_dict(), "definition": source, "parameters_known": known}
+    if "num_parameters" in meta:
+        metadata["parameters_total"] = int(meta["num_parameters"])
+    if meta.get("url"):
+        metadata["url"] = meta["url"]
+    return SelectionTool(name=api.function_name, tool_description=_text(blurb_text),
+                         api_description=_text(definition.get("api_description")), parameters=_parameters(definition),
+                         provider=tool, metadata=metadata)
 
 
 def load_biasbusters(directory: str | Path) -> Benchmark:
@@ -106,19 +152,17 @@ def load_biasbusters(directory: str | Path) -> Benchmark:
     if not isinstance(clusters_raw, list) or not all(isinstance(c, list) for c in clusters_raw):
         raise CatalogError("expected a list of clusters, each a list of endpoints", where=str(root / CLUSTERS_FILE))
     by_id = {int(q["cluster_id"]): [str(x) for x in q["queries"]] for q in queries_raw}
+    definitions = _definitions(root)
+    ages = _ages(root)
     clusters = []
     for index, endpoints in enumerate(clusters_raw):
         cid = index + 1
         tools = []
         for api, ep in enumerate(endpoints):
-            tool, api_name = _text(ep.get("tool")), _text(ep.get("api_name"))
-            m = meta.get((cid, api), {})
-            metadata: dict[str, Any] = {"category": _text(ep.get("category")), "tool": tool, "api_name": api_name}
-            if m.get("url"):
-                metadata["url"] = m["url"]
-            tools.append(SelectionTool(name=toolbench_name(tool, api_name), tool_description=_text(ep.get("tool_desc")),
-                                       api_description=_text(ep.get("api_desc")), parameters=_parameters(ep),
-                                       provider=tool, metadata=metadata))
+            tool = _tool(ep, meta.get((cid, api), {}), definitions.get((cid, api)))
+            if ages.get((cid, api)) is not None:
+                tool = replace(tool, metadata={**tool.metadata, "age_days": ages[(cid, api)]})
+            tools.append(tool)
         queries = by_id.get(cid)
         if not queries:
             raise CatalogError(f"no queries for cluster {cid}", where=str(root / QUERIES_FILE))
@@ -141,11 +185,9 @@ def endpoint_index(bench: Benchmark) -> dict[tuple[str, str], tuple[str, Selecti
     return out
 
 
-def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None) -> list[Any]:
+def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None) -> list[FilterExample]:
     """Filter-evaluation examples (:class:`~toolbias.selection.mitigate.FilterExample`) from the
     ground-truth file; ``bench`` (default: the clusters beside the file) supplies tool metadata."""
-    from .mitigate import FilterExample
-
     file = Path(path)
     if file.is_dir():
         file = file / GROUND_TRUTH_FILE
@@ -179,3 +221,31 @@ def load_biasbusters_filter_set(path: str | Path, bench: Benchmark | None = None
         examples.append(FilterExample(id=str(row.get("query_id")), query=str(row["query"]), candidates=tools,
                                       correct=frozenset(slots), cluster=str(row.get("cluster_id", ""))))
     return examples
+
+
+PREDICTIONS_FILE = "subset_preds.jsonl"
+
+
+def score_biasbusters_predictions(predictions: str | Path, ground_truth: str | Path | None = None) -> FilterScores:
+    """Score the authors' filter predictions (``subset_preds.jsonl``: ``{query_id, selected_tools}``) as their
+    evaluation did (PROTOCOL.md 5): predicted names against gold ``<api>_for_<tool>`` names as sets; queries
+    without a prediction line are skipped."""
+    from .mitigate import score_sets
+
+    path = Path(predictions)
+    gt_path = Path(ground_truth) if ground_truth else path.parent / GROUND_TRUTH_FILE
+    gold = {int(r["query_id"]): frozenset(function_name(e["tool"], e["api_name"]) for e in r["correct_apis"])
+            for r in _read_json(gt_path)}
+    golds, preds = [], []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            qid, names = int(row["query_id"]), row["selected_tools"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise CatalogError("not a prediction line {query_id, selected_tools}", where=f"{path}:{lineno}") from None
+        if qid in gold:
+            golds.append(gold[qid])
+            preds.append(frozenset(str(n) for n in names))
+    return score_sets(golds, preds)

@@ -223,6 +223,7 @@ def bias_report(selections: Iterable[Selection], *, n_unparsed: int = 0, label: 
             **{f"std_{m}": _pstd([getattr(f, m) for f in fs]) for m in METRICS},
             "noise_floor": _mean([uniform_noise_floor(f.n, f.k) for f in fs]),
             "k": k, "n": n, "api_counts": api, "pos_counts": pos,
+            "api_counts_by_run": {r: list(figures[r][c].api_counts) for r in runs if c in figures[r]},
             "api_rates": [x / n for x in api], "pos_rates": [x / n for x in pos],
         }
     return BiasReport(delta_api=means["delta_api"], delta_pos=means["delta_pos"],

@@ -1,16 +1,32 @@
 """Filter-then-uniform-sampling (BiasBusters section 6) and filter-quality evaluation.
 
-A **filter model** (any provider) sees the query and the numbered candidates and
-returns, as JSON, the subset able to serve the query::
+A **filter model** (any provider) sees the query and the candidates and returns the subset
+able to serve the query. Two filter prompts (``filter_style``):
 
-    {"tools": ["<exact tool name>", ...]}
+- ``toolbias``: numbered candidates, JSON answer ``{"tools": ["<exact tool name>", ...]}``
+  (a bare JSON list, other keys such as ``apis``/``selected_tools``, and 1-based list
+  numbers are accepted too; names must match a candidate exactly; unknown entries are
+  dropped and counted);
+- ``paper``: the paper's prompt and candidates (PROTOCOL.md 5): the subset-selector text,
+  then ``These are the APIs: `` and the Python ``str()`` of the ToolBench function dicts,
+  sent as ``System: ... User: ... Assistant:`` in one user turn; the answer is read as the
+  paper reads it (the whole reply as a JSON list, else the double-quoted strings inside the
+  first ``[...]``, else an empty list).
 
-(a bare JSON list, other keys such as ``apis``/``selected_tools``, and 1-based list
-numbers are accepted too; names must match a candidate exactly, as in :mod:`.parse`;
-unknown entries are dropped and counted). A **seeded uniform draw** then picks one
-tool of the subset: the draw's seed is derived from (seed, run, cluster, query,
-rotation), so a mitigated run is reproducible. An answer with no JSON subset, or an
-empty subset, is an *unparsed* record (counted, out of the denominators).
+A **seeded uniform draw** then picks one name of the subset (seed derived from (seed, run,
+cluster, query, rotation): reproducible). Every trial is counted, whatever the filter
+answered (``extra["filter"]``: ``kept``, ``empty``, ``unparsed`` or ``unknown`` when the drawn
+name is no candidate); :func:`~toolbias.selection.study.coverage` reports the shares.
+When the filter keeps nothing (``on_empty``):
+
+- ``paper`` (default, the paper's end-to-end run): the selecting model is shown all the
+  candidates and its own choice is recorded (``via="filter-empty-model"``); without a
+  selecting model this falls back to ``uniform``;
+- ``uniform``: a seeded uniform draw over all the candidates (the stated fallback);
+- ``drop``: the trial is an unparsed record (out of the denominators, still counted).
+
+A drawn name that matches no candidate exactly is unparsed, as in the paper (its model saw
+only Finish).
 
 Filter quality is scored against ground-truth subsets: micro precision
 (sum TP / sum |predicted|), micro recall (sum TP / sum |correct|) and exact match,
@@ -22,8 +38,6 @@ tools of the query's cluster with 8 - K distractors from other clusters.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
 import random
 import re
@@ -33,32 +47,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..canonical import sha256_of
+from ..engine import JobKind, Row, Writer, play
+from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
-from .benchmark import Benchmark, SelectionTool
+from . import toolbench
 from .parse import match_name, strip_reasoning
-from .records import SelectionRecord, Status, canonical, trial_key
-from .runner import PROMPT_VERSION, SelectionRunner, Trial, describe_parameters, plan_trials, run_config
-from .store import SelectionStore
+from .present import describe_parameters
+from .prompts import PAPER_FILTER
+from .records import SelectionRecord, Status, trial_key
+from .runner import PROMPT_VERSION, SelectionRunner, Trial, plan_trials, run_config
+from .store import SelectionStore, filter_row
+from .types import Benchmark, FilterExample, SelectionTool
+
+FILTER_STYLES = ("toolbias", "paper")
+ON_EMPTY = ("paper", "uniform", "drop")
+PAPER_APIS_INTRO = "\nThese are the APIs: "
 
 FILTER_SYSTEM = ("You filter tools for a user request. From the numbered candidate tools, return every tool that can "
                  "serve the request on its own, and no other. Answer with JSON only, in the form "
                  "{\"tools\": [\"<exact tool name>\", ...]}.")
 SUBSET_KEYS = ("tools", "apis", "selected_tools", "selected", "subset", "names", "candidates")
-
-
-@dataclass(frozen=True)
-class FilterExample:
-    """A query, candidate tools (in presented order) and the positions of the correct ones."""
-
-    id: str
-    query: str
-    candidates: tuple[SelectionTool, ...]
-    correct: frozenset[int]
-    cluster: str = ""
-
-    @property
-    def k(self) -> int:
-        return len(self.correct)
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,34 @@ class Subset:
     n_unknown: int = 0
 
 
-def filter_messages(query: str, candidates: Sequence[SelectionTool]) -> list[Message]:
+def paper_filter_messages(query: str, candidates: Sequence[SelectionTool]) -> list[Message]:
+    """The paper's filter prompt (PROTOCOL.md 5): one user turn after an empty system message."""
+    functions = [toolbench.function_dict(toolbench.api_of(t)) for t in candidates]
+    system = PAPER_FILTER + PAPER_APIS_INTRO + str(functions)
+    prompt = f"System: {system}\nUser: {toolbench.user_message(query)}\nAssistant:\n"
+    return [{"role": "system", "content": ""}, {"role": "user", "content": prompt}]
+
+
+def paper_filter_names(text: str | None) -> list[str] | None:
+    """The paper's reading of a filter answer: a JSON list, else the quoted strings in the first [...], else []."""
+    body = (text or "").strip()
+    try:
+        value = json.loads(body)
+        if isinstance(value, list):
+            return [str(v) for v in value]
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    m = re.search(r"\[(.*?)\]", body, re.S)
+    if m:
+        return re.findall(r'"([^"]*)"', m.group(1))
+    return []
+
+
+def filter_messages(query: str, candidates: Sequence[SelectionTool], style: str = "toolbias") -> list[Message]:
+    if style == "paper":
+        return paper_filter_messages(query, candidates)
+    if style != "toolbias":
+        raise ToolbiasError(f"unknown filter style '{style}'", fix=f"use {' or '.join(FILTER_STYLES)}")
     lines = []
     for i, t in enumerate(candidates, 1):
         lines.append(f"{i}. {t.name}: {t.description or '(no description)'}")
@@ -125,67 +161,131 @@ def parse_subset(text: str | None, names: Sequence[str]) -> Subset:
     return Subset(frozenset(chosen), "" if not unknown else f"{unknown} unknown entries dropped", unknown)
 
 
+def shown_names(candidates: Sequence[SelectionTool], style: str) -> list[str]:
+    return [toolbench.api_of(t).function_name if style == "paper" else t.name for t in candidates]
+
+
+def read_subset(text: str | None, names: Sequence[str], style: str) -> tuple[Subset, list[str]]:
+    """(the parsed subset, the raw names the paper draws from) of a filter answer."""
+    if style != "paper":
+        return parse_subset(text, names), []
+    raw = paper_filter_names(text) or []
+    hits = {i for i, n in enumerate(names) if n in raw}
+    unknown = sum(1 for n in raw if n not in names)
+    return Subset(frozenset(hits), "" if not unknown else f"{unknown} unknown entries", unknown), raw
+
+
 async def filter_subset(model: ModelAPI, query: str, candidates: Sequence[SelectionTool],
-                        config: GenerateConfig) -> tuple[Subset, ModelOutput]:
-    out = await model.generate(filter_messages(query, candidates), [], None, config)
-    return parse_subset(out.content, [t.name for t in candidates]), out
+                        config: GenerateConfig, style: str = "toolbias") -> tuple[Subset, ModelOutput]:
+    out = await model.generate(filter_messages(query, candidates, style), [], None, config)
+    return read_subset(out.content, shown_names(candidates, style), style)[0], out
 
 
 def draw_seed(seed: int, *parts: object) -> int:
-    return int(hashlib.sha256(canonical([seed, *parts]).encode()).hexdigest()[:16], 16)
+    return int(sha256_of([seed, *parts], 16), 16)
 
 
 # --- filter-then-uniform on a benchmark -------------------------------------------------------------------
 
 
 class MitigationRunner(SelectionRunner):
-    """Each trial: the filter model picks the able subset of the rotated list; a seeded uniform draw picks one."""
+    """Each trial: the filter model picks the able subset of the rotated list; a seeded uniform draw picks one.
+    ``chooser`` (a :class:`SelectionRunner`) answers the trials whose filter output is empty (``on_empty="paper"``)."""
 
     presentations = ("filter",)
 
-    def __init__(self, filter_model: ModelAPI, *, seed: int = 0, **options: Any) -> None:
+    def __init__(self, filter_model: ModelAPI, *, seed: int = 0, filter_style: str = "toolbias",
+                 on_empty: str = "paper", chooser: SelectionRunner | None = None, **options: Any) -> None:
+        if filter_style not in FILTER_STYLES:
+            raise ToolbiasError(f"unknown filter style '{filter_style}'", fix=f"use {' or '.join(FILTER_STYLES)}")
+        if on_empty not in ON_EMPTY:
+            raise ToolbiasError(f"unknown empty-filter handling '{on_empty}'", fix=f"use {', '.join(ON_EMPTY)}")
         options.setdefault("condition", "mitigated")
         super().__init__(filter_model, presentation="filter", tool_choice=None, **options)
         self.seed = seed
+        self.filter_style = filter_style
+        self.prompt_name = f"filter-{filter_style}"
+        self.on_empty = on_empty if on_empty != "paper" or chooser is not None else "uniform"
+        self.chooser = chooser
 
     def key(self, trial: Trial) -> str:
+        salt = f"filter-uniform:{self.seed}"
+        if self.filter_style != "toolbias" or self.on_empty != "paper":
+            salt += f":{self.filter_style}:{self.on_empty}"
+        if self.on_empty == "paper" and self.chooser is not None:
+            salt += f":chooser={self.chooser.key(trial)}"
         return trial_key(settings=self.model.settings(), cluster_fingerprint=trial.cluster.fingerprint(),
                          query=trial.query, order=trial.order, presentation=self.presentation,
                          condition=self.condition, run=trial.run, config=run_config(self.config, trial.run).to_dict(),
-                         tool_choice=None, prompt_version=PROMPT_VERSION, salt=f"filter-uniform:{self.seed}")
+                         tool_choice=None, prompt_version=PROMPT_VERSION, salt=salt)
+
+    def _draw(self, trial: Trial, options: Sequence[Any]) -> Any:
+        rng = random.Random(draw_seed(self.seed, trial.run, trial.cluster.id, trial.query_index, trial.rotation))
+        return rng.choice(list(options))
 
     async def run_trial(self, trial: Trial, key: str) -> SelectionRecord:
         tools = trial.cluster.presented(trial.order)
-        base: dict[str, Any] = dict(key=key, model=self.model.spec, benchmark=self.benchmark_name, condition=self.condition,
-                    presentation=self.presentation, run=trial.run, cluster=trial.cluster.id,
-                    query_index=trial.query_index, query=trial.query, rotation=trial.rotation, order=trial.order)
+        base: dict[str, Any] = dict(key=key, model=self.model.spec, benchmark=self.benchmark_name,
+                                    condition=self.condition, presentation=self.presentation, run=trial.run,
+                                    cluster=trial.cluster.id, query_index=trial.query_index, query=trial.query,
+                                    rotation=trial.rotation, order=trial.order, **self.settings_fields())
         start = time.perf_counter()
+        config = run_config(self.config, trial.run)
         try:
-            subset, out = await filter_subset(self.model, trial.query, tools, run_config(self.config, trial.run))
+            out = await self.model.generate(filter_messages(trial.query, tools, self.filter_style), [], None, config)
         except InfraError as exc:
             return SelectionRecord(**base, api=None, position=None, status=Status.ERROR,
                                    reason=f"infrastructure: {exc}", latency_s=time.perf_counter() - start)
         latency = out.latency_s or (time.perf_counter() - start)
-        if not subset.positions:
-            reason = subset.reason if subset.positions is None else "the filter kept no candidate"
+        names = shown_names(tools, self.filter_style)
+        subset, raw = read_subset(out.content, names, self.filter_style)
+        kind = "unparsed" if subset.positions is None else "empty" if not (raw or subset.positions) else "kept"
+        extra: dict[str, Any] = {"filter": kind}
+        if kind == "kept":
+            if self.filter_style == "paper":  # the paper draws a name from the raw list; an unknown one selects nothing
+                drawn = self._draw(trial, raw)
+                if drawn not in names:
+                    return SelectionRecord(**base, api=None, position=None, status=Status.UNPARSED,
+                                           reason=f"drawn name '{str(drawn)[:80]}' is no candidate",
+                                           output=out.to_dict(), extra={"filter": "unknown", "subset": raw},
+                                           latency_s=latency)
+                pos = names.index(drawn)
+            else:
+                pos = self._draw(trial, sorted(subset.positions or ()))
+            assert subset.positions is not None
+            return SelectionRecord(**base, api=trial.order[pos], position=pos, status=Status.OK, via="filter-uniform",
+                                   reason=subset.reason, output=out.to_dict(),
+                                   extra={**extra, "subset": sorted(subset.positions),
+                                          "subset_apis": sorted(trial.order[p] for p in subset.positions)},
+                                   latency_s=latency)
+        reason = subset.reason if subset.positions is None else "the filter kept no candidate"
+        if self.on_empty == "drop":
             return SelectionRecord(**base, api=None, position=None, status=Status.UNPARSED, reason=reason,
-                                   output=out.to_dict(), latency_s=latency)
-        rng = random.Random(draw_seed(self.seed, trial.run, trial.cluster.id, trial.query_index, trial.rotation))
-        pos = rng.choice(sorted(subset.positions))
-        return SelectionRecord(**base, api=trial.order[pos], position=pos, status=Status.OK, via="filter-uniform",
-                               reason=subset.reason, output=out.to_dict(),
-                               extra={"subset": sorted(subset.positions),
-                                      "subset_apis": sorted(trial.order[p] for p in subset.positions)},
-                               latency_s=latency)
+                                   output=out.to_dict(), extra=extra, latency_s=latency)
+        if self.on_empty == "uniform":
+            pos = self._draw(trial, range(len(tools)))
+            return SelectionRecord(**base, api=trial.order[pos], position=pos, status=Status.OK,
+                                   via="filter-empty-uniform", reason=reason, output=out.to_dict(), extra=extra,
+                                   latency_s=latency)
+        assert self.chooser is not None
+        chosen = await self.chooser.run_trial(trial, key)
+        if chosen.status is Status.ERROR:
+            return SelectionRecord(**base, api=None, position=None, status=Status.ERROR, reason=chosen.reason,
+                                   latency_s=latency)
+        return SelectionRecord(**base, api=chosen.api, position=chosen.position, status=chosen.status,
+                               via="filter-empty-model", reason=chosen.reason or reason, output=out.to_dict(),
+                               extra={**extra, "chooser": chosen.model, "chooser_output": chosen.output},
+                               latency_s=latency + chosen.latency_s)
 
 
 async def arun_mitigation(filter_model: ModelAPI, bench: Benchmark, *, runs: int = 1, seed: int = 0,
                           config: GenerateConfig | None = None, concurrency: int = 8,
                           store: SelectionStore | None = None,
-                          on_record: Callable[[SelectionRecord], None] | None = None) -> list[SelectionRecord]:
+                          on_record: Callable[[SelectionRecord], None] | None = None, filter_style: str = "toolbias",
+                          on_empty: str = "paper", chooser: SelectionRunner | None = None) -> list[SelectionRecord]:
     runner = MitigationRunner(filter_model, seed=seed, benchmark_name=bench.name,
                               config=config or GenerateConfig(temperature=0.0), concurrency=concurrency, store=store,
-                              on_record=on_record)
+                              on_record=on_record, filter_style=filter_style, on_empty=on_empty, chooser=chooser)
     return await runner.run(plan_trials(bench, runs))
 
 
@@ -236,7 +336,7 @@ class FilterScores:
                 "by_k": {str(k): dict(v) for k, v in self.by_k.items()}}
 
 
-def _score(pairs: Iterable[tuple[frozenset[int], frozenset[int] | None]]) -> dict[str, float]:
+def _score(pairs: Iterable[tuple[frozenset[Any], frozenset[Any] | None]]) -> dict[str, float]:
     tp = npred = ngold = exact = n = unparsed = 0
     for gold, pred in pairs:
         p = pred or frozenset()
@@ -250,65 +350,76 @@ def _score(pairs: Iterable[tuple[frozenset[int], frozenset[int] | None]]) -> dic
             "micro_recall": tp / ngold if ngold else 0.0, "exact_match": exact / n if n else 0.0}
 
 
-def score_filter(examples: Sequence[FilterExample], predictions: Sequence[frozenset[int] | None]) -> FilterScores:
-    """Micro precision/recall and exact match, overall and by K (None = unparsed = empty prediction)."""
-    if len(examples) != len(predictions):
+def score_sets(golds: Sequence[frozenset[Any]], predictions: Sequence[frozenset[Any] | None]) -> FilterScores:
+    """Micro precision/recall and exact match of predicted sets (positions or names; None = unparsed = empty),
+    overall and by K = |gold|."""
+    if len(golds) != len(predictions):
         raise ValueError("one prediction per example")
-    pairs = [(e.correct, p) for e, p in zip(examples, predictions, strict=True)]
+    pairs = list(zip(golds, predictions, strict=True))
     overall = _score(pairs)
-    groups: dict[int, list[tuple[frozenset[int], frozenset[int] | None]]] = defaultdict(list)
-    for e, p in zip(examples, predictions, strict=True):
-        groups[e.k].append((e.correct, p))
+    groups: dict[int, list[tuple[frozenset[Any], frozenset[Any] | None]]] = defaultdict(list)
+    for gold, pred in pairs:
+        groups[len(gold)].append((gold, pred))
     by_k = {k: _score(v) for k, v in sorted(groups.items())}
     return FilterScores(n=int(overall["n"]), n_unparsed=int(overall["n_unparsed"]),
                         micro_precision=overall["micro_precision"], micro_recall=overall["micro_recall"],
                         exact_match=overall["exact_match"], by_k=by_k)
 
 
+def score_filter(examples: Sequence[FilterExample], predictions: Sequence[frozenset[int] | None]) -> FilterScores:
+    """Micro precision/recall and exact match, overall and by K (None = unparsed = empty prediction)."""
+    return score_sets([e.correct for e in examples], predictions)
+
+
+class FilterJobs(JobKind[FilterExample, dict[str, Any]]):
+    """The engine's job kind for the filter-quality evaluation: one example, one filter answer."""
+
+    def __init__(self, filter_model: ModelAPI, eval_set: str, config: GenerateConfig,
+                 filter_style: str = "toolbias") -> None:
+        self.model, self.eval_set, self.config, self.style = filter_model, eval_set, config, filter_style
+        self.settings = filter_model.settings()
+
+    def key(self, item: FilterExample) -> str:
+        payload = {"settings": self.settings, "set": self.eval_set, "example": item.id, "query": item.query,
+                   "candidates": [t.to_openai() for t in item.candidates], "config": self.config.to_dict(),
+                   "prompt": PROMPT_VERSION if self.style == "toolbias" else f"filter-{self.style}"}
+        return sha256_of(payload)
+
+    async def run_one(self, item: FilterExample, key: str) -> dict[str, Any]:
+        head = {"key": key, "model": self.model.spec, "eval_set": self.eval_set, "example": item.id, "k": item.k}
+        try:
+            subset, out = await filter_subset(self.model, item.query, item.candidates, self.config, self.style)
+        except InfraError as exc:
+            return {**head, "status": Status.ERROR.value, "reason": f"infrastructure: {exc}", "predicted": None,
+                    "correct": sorted(item.correct), "output": None}
+        ok = subset.positions is not None
+        return {**head, "status": (Status.OK if ok else Status.UNPARSED).value, "reason": subset.reason,
+                "predicted": sorted(subset.positions) if subset.positions is not None else None,
+                "correct": sorted(item.correct), "output": out.to_dict()}
+
+    def row(self, item: FilterExample, key: str, result: dict[str, Any]) -> Row:
+        return filter_row(result)
+
+
 async def aevaluate_filter(filter_model: ModelAPI, examples: Sequence[FilterExample], *, eval_set: str = "builtin",
                            config: GenerateConfig | None = None, concurrency: int = 8,
-                           store: SelectionStore | None = None) -> tuple[FilterScores, list[dict[str, Any]]]:
-    """Run the filter on every example (resumable through the store) and score it."""
-    config = config or GenerateConfig(temperature=0.0)
-    settings = filter_model.settings()
+                           store: SelectionStore | None = None,
+                           filter_style: str = "toolbias") -> tuple[FilterScores, list[dict[str, Any]]]:
+    """Run the filter on every example through the batch engine (resumable through the store) and
+    score it (``filter_style="paper"``: the paper's prompt, candidates and answer reading)."""
+    jobs = FilterJobs(filter_model, eval_set, config or GenerateConfig(temperature=0.0), filter_style)
+    keys = [jobs.key(e) for e in examples]
+    answers = {r["key"]: r for r in (store.filter_rows() if store else [])
+               if r.get("status") != Status.ERROR.value}
+    todo = [(k, e) for k, e in zip(keys, examples, strict=True) if k not in answers]
 
-    def key(e: FilterExample) -> str:
-        payload = {"settings": settings, "set": eval_set, "example": e.id, "query": e.query,
-                   "candidates": [t.to_openai() for t in e.candidates], "config": config.to_dict(),
-                   "prompt": PROMPT_VERSION}
-        return hashlib.sha256(canonical(payload).encode()).hexdigest()
+    def on_row(row: Row) -> None:
+        answer = json.loads(row[-1])
+        answers[answer["key"]] = answer
 
-    keys = [key(e) for e in examples]
-    stored = {r["key"]: r for r in (store.filter_rows() if store else [])
-              if r.get("status") != Status.ERROR.value}
-    sem = asyncio.Semaphore(max(1, concurrency))
-    fresh: list[dict[str, Any]] = []
-
-    async def one(e: FilterExample, k: str) -> dict[str, Any]:
-        if k in stored:
-            return stored[k]
-        async with sem:
-            try:
-                subset, out = await filter_subset(filter_model, e.query, e.candidates, config)
-            except InfraError as exc:
-                row = {"key": k, "model": filter_model.spec, "eval_set": eval_set, "example": e.id, "k": e.k,
-                       "status": Status.ERROR.value, "reason": f"infrastructure: {exc}", "predicted": None,
-                       "correct": sorted(e.correct), "output": None}
-                fresh.append(row)
-                return row
-        ok = subset.positions is not None
-        row = {"key": k, "model": filter_model.spec, "eval_set": eval_set, "example": e.id, "k": e.k,
-               "status": (Status.OK if ok else Status.UNPARSED).value, "reason": subset.reason,
-               "predicted": sorted(subset.positions) if subset.positions is not None else None,
-               "correct": sorted(e.correct), "output": out.to_dict()}
-        fresh.append(row)
-        return row
-
-    try:
-        rows = await asyncio.gather(*(one(e, k) for e, k in zip(examples, keys, strict=True)))
-    finally:
-        if store:
-            store.put_filter(fresh)
+    await play(jobs, todo, Writer(store.put_filter_rows if store else (lambda rows: None), on_row=on_row),
+               concurrency=max(1, concurrency))
+    rows = [answers[k] for k in keys]
     scored = [(e, r) for e, r in zip(examples, rows, strict=True) if r["status"] != Status.ERROR.value]
     preds = [frozenset(r["predicted"]) if r["predicted"] is not None else None for _, r in scored]
-    return score_filter([e for e, _ in scored], preds), list(rows)
+    return score_filter([e for e, _ in scored], preds), rows

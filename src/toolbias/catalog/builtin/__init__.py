@@ -2,8 +2,8 @@
 
 Each domain is one JSON file in ``domains/`` (tools with class, parameters, a
 state ``effect`` and templated ``phrases``; a ``lexicon`` of colloquial synonyms).
-``tasks.jsonl`` is generated from them by :mod:`toolbias.catalog.builtin.generate`
-(seeded, deterministic) and versioned in the repository; ``TASKS_VERSION`` and the
+``tasks.jsonl`` is generated from them by ``tools/gen_builtin_catalog.py`` (a build-time
+tool outside the package; seeded, deterministic) and versioned in the repository; ``TASKS_VERSION`` and the
 file's hash identify the set.
 """
 

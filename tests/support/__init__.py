@@ -1,0 +1,1 @@
+"""Test support: loopback servers, mini catalogs, test layers and the shared-data path."""
