@@ -77,7 +77,7 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                  turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
                  concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                  study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = (), phrasing: str = "query") -> StudyConfig:
+                 base_urls: Sequence[str] = (), phrasing: str = "query", user_model: str | None = None) -> StudyConfig:
     """The study these options describe, the run policy applied: with no task option on the
     embedded model, :data:`EMBEDDED_DEFAULT_JOB`; ``turn_limit``/``max_tokens`` left None take
     the job's (else :data:`TURN_LIMIT`/:data:`MAX_TOKENS`)."""
@@ -96,7 +96,7 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
-                       phrasing=phrasing)
+                       phrasing=phrasing, user_model=user_model)
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",

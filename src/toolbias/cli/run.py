@@ -56,7 +56,7 @@ def register(group: click.Group) -> None:
                   help="openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE")
     @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
                   "[env OPENAI_BASE_URL]")
-    @click.option("--catalog", default="builtin", show_default=True, help="builtin, toolschemaspace:DIR, "
+    @click.option("--catalog", default="builtin", show_default=True, help="builtin, tau2:airline|retail, toolschemaspace:DIR, "
                   "bfcl:DIR, tools:FILE, mcp:FILE")
     @click.option("--variants", default="representative", show_default=True,
                   help="all, representative (the paper's 12), a comma list of names, or spec files")
@@ -85,17 +85,19 @@ def register(group: click.Group) -> None:
     @click.option("--cache", help="response cache file (SQLite); off by default")
     @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
                   help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
+    @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
+                  "[default: a scripted user that states the request and ends at the first answer]")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str,
                 condition: str, store: str, study: str | None, concurrency: int, workers: int | None,
                 shard: str | None, turn_limit: int | None, temperature: float, max_tokens: int | None,
-                cache: str | None, phrasing: str) -> None:
+                cache: str | None, phrasing: str, user_model: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                            domains=domains, split=split, splits=splits, seed=seed, control=control,
                            condition=condition, turn_limit=turn_limit, temperature=temperature,
                            max_tokens=max_tokens, concurrency=concurrency, workers=workers, shard=shard,
-                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing)
+                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing, user_model=user_model)
         built = build_study(cfg)
         console = Console(stderr=True)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
