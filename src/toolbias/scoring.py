@@ -244,10 +244,14 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     if isinstance(rec, Mapping):
         return _score_stored(rec, classes)
     infra = rec.termination.value == "infra_error"
-    if not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given: success without any keys
+    external = getattr(rec, "evaluation", None)
+    judged = isinstance(external, Mapping) and not infra
+    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+        return True, None
+    if not judged and not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
-                  rec.rejections, rec.calls, classes)
+                  rec.rejections, rec.calls, classes, judged)
 
 
 def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
@@ -261,20 +265,27 @@ def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
     infra = d["termination"] == "infra_error"
-    if not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
+    # an environment with its own evaluator (tau2-bench) decides success; the failure analysis
+    # below still names what went wrong
+    external = d.get("evaluation")
+    judged = isinstance(external, Mapping) and not infra
+    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+        return True, None
+    if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
     calls = d.get("calls", [])
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
     return _score(infra, d["termination"], [NativeAction.from_dict(a) for a in d["executed"]],
                   [NativeAction.from_dict(a) for a in d["gold"]], [f["kind"] for f in d.get("flags", [])],
-                  rejections, calls, classes)
+                  rejections, calls, classes, judged)
 
 
 def _score(infra: bool, termination: str, executed: Sequence[NativeAction], gold: Sequence[NativeAction],
            flags: Sequence[str], rejections: int, calls: Sequence[Any],
-           classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
+           classes: Mapping[str, str] | None, judged: bool = False) -> tuple[bool, FailureMode | None]:
+    """``judged``: an external evaluator already said the episode failed."""
     key = memo_keys()
-    ok = not infra and Counter(map(key, executed)) == Counter(map(key, gold))
+    ok = not infra and not judged and Counter(map(key, executed)) == Counter(map(key, gold))
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     route_classes, gold_classes = suspect_routes(routed_calls(calls), gold, executed, classes, key)

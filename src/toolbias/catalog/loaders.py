@@ -25,6 +25,7 @@ CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
     "mcp": "toolbias.catalog.loaders:load_mcp",
     "toolschemaspace": "toolbias.catalog.loaders:load_toolschemaspace",
     "bfcl": "toolbias.catalog.bfcl:load_bfcl_spec",
+    "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
 }, error=CatalogError)
 
 

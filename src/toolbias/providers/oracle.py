@@ -36,11 +36,13 @@ class _OracleEpisode(ModelAPI):
         self.spec = "oracle"
         self.calls = codec.encode(task.gold)
         self.sent = False
+        #: what the task needs said to the user (tau2-bench's communicate_info), if anything
+        self.answer = str(task.meta.get("oracle_answer") or "Done.")
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
         if self.sent:
-            return ModelOutput(content="Done.")
+            return ModelOutput(content=self.answer)
         self.sent = True
         calls = tuple(ToolCall(f"call_{i}", c.name, dict(c.arguments), json.dumps(c.arguments))
                       for i, c in enumerate(self.calls))
