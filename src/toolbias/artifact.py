@@ -26,14 +26,18 @@ groups form        ``merge`` with ``scope: catalog`` and the arm's groups
 ``rename``         ``rename`` ``method: opaque`` on tool names only (toolbias numbers
                    the names; the artifact's hashed names are not reproduced)
 ``strip_desc``     ``strip`` (only when every tool of the catalog is listed)
-``curry``          ``transaction`` on the listed tools
-``indirect``       ``reference`` with ``params`` {tool: param}, ``select: none``; the
-                   artifact's ``values`` directory is not a restriction (it would make
-                   native actions with other values unreachable)
+``curry``          ``transaction`` ``method: per_function`` on the listed tools
+                   (``begin_<f>``/``set_<f>__<arg>``/``commit_<f>``)
+``indirect``       ``reference`` ``method: per_function`` with ``params`` {tool: [params]},
+                   ``select: none`` (``resolve_<f>__<arg>(query)``); the artifact's
+                   ``values`` directory is not a restriction (it would make native
+                   actions with other values unreachable)
 =================  ==============================================================
 
-Anything else (an unknown kind, an operator not installed, two cross-call protocols
-in one file, a per-tool strip) is *unsupported*: :func:`import_spec` lists it in
+A protocol step's tools are retargeted to what the earlier steps made of them (a split
+tool's pieces share its resolvers; ``curryind``'s references land in the setters).
+Anything else (an unknown kind, an operator not installed, a per-tool strip) is
+*unsupported*: :func:`import_spec` lists it in
 :attr:`Imported.unsupported`, and :func:`load_spec_file` refuses such files unless
 ``partial=True``. :attr:`Imported.approximate` names steps that build an equivalent
 variant of the same kind but not the artifact's exact surface (names, orders).
@@ -47,12 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .catalog.coverage import coverage_actions
 from .catalog.model import Catalog, Tool
 from .codec import Codec
+from .compose import compose
 from .errors import VariantError
+from .jsonfile import read_json
 from .operators import OPERATORS
 from .variant_spec import VariantSpec, is_artifact_spec
-from .variants import build_codec
 
 #: artifact op kind -> toolbias operator
 KINDS: dict[str, str] = {
@@ -200,8 +206,6 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
     earlier steps made of them (a split tool becomes several, a curried one its setters),
     found by encoding each native tool's coverage actions through the earlier steps. A
     referenced argument keeps its native function's resolver (``origin``)."""
-    from .verify import coverage_actions
-
     def outer_tools(codec: Codec, native_uid: str) -> list[Tool]:
         domain, _, name = native_uid.partition("::")
         tool = catalog.tool(domain, name)
@@ -220,7 +224,7 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
     for i, proto in enumerate(steps):
         if proto["op"] not in PROTOCOL_OPS or i == 0:
             continue
-        codec = build_codec(catalog, VariantSpec("prefix", tuple(steps[:i])))
+        codec = compose(catalog, steps[:i], name="prefix", where="variant 'prefix'")
 
         if proto["op"] == "transaction" and isinstance(proto.get("tools"), list):
             proto["tools"] = list(dict.fromkeys(t.uid for ref in proto["tools"] for t in outer_tools(codec, ref)))
@@ -250,12 +254,7 @@ def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial:
 
     Artifact files with unsupported op kinds are refused unless ``partial`` is true."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise VariantError("file not found", where=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
+    data = read_json(p, error=VariantError)
     if not is_artifact_spec(data):
         if isinstance(data, Mapping) and ({"class_semantic", "n_dispatchers"} <= set(data) or "r03" in data):
             raise VariantError("an assignment file of the artifact, not a variant spec", where=str(p),

@@ -23,28 +23,57 @@ MAX_TOKENS = 512
 
 @dataclass(frozen=True)
 class DefaultJob:
-    """What a study plays when the user names a model and nothing else: a few tasks, short turns."""
+    """What a study plays when the user names a model and nothing else: the same measurement as a
+    full study (same episodes, scoring, intervals), on fewer variants and tasks and shorter turns.
+    Every field is an ordinary ``toolbias run`` option (:meth:`command` spells it out)."""
 
-    sample: int
+    variants: str
     domains: tuple[str, ...]
+    calls: tuple[int, ...]
+    phrasing: str
     turn_limit: int
     max_tokens: int
+    sample: int | None = None
+    #: the HTML report the job writes beside the store
+    html: str = "toolbias-report.html"
+
+    def command(self) -> str:
+        """The explicit ``toolbias run`` that plays the same study."""
+        parts = ["toolbias run --model local", f"--variants {self.variants}", f"--domains {','.join(self.domains)}"]
+        if self.calls:
+            parts.append(f"--calls {','.join(map(str, self.calls))}")
+        if self.sample:
+            parts.append(f"--sample {self.sample}")
+        parts += [f"--phrasing {self.phrasing}", f"--turn-limit {self.turn_limit}", f"--max-tokens {self.max_tokens}",
+                  f"--html {self.html}"]
+        return " ".join(parts)
 
 
-#: the embedded model with no task options: one task per variant from the domain with the smallest
-#: schema, at most 3 turns of at most 192 tokens unless turn_limit/max_tokens say otherwise.
-#: Measured on 2 cores: the first prompt of a variant (its tools, 1,200-3,000 tokens) takes 16-40 s
-#: at ~76 tokens/s, and the 0.5B model tends to use every turn (uncapped, one episode spent 155 s
-#: on 8 turns of 1,150 generated tokens; at 4 turns of 256 tokens, 77-90 s). Pass sample/domains
-#: for more.
-EMBEDDED_DEFAULT_JOB = DefaultJob(sample=1, domains=("fitness_watch",), turn_limit=3, max_tokens=192)
+#: The embedded model (Qwen2.5-Coder-0.5B, 2 CPU cores) with no task option. Chosen by measurement:
+#:
+#: - variants: native against fully_merged (one dispatcher per domain, the paper's most different
+#:   representative). The others either do not fit the 8,192-token window (whole-catalog
+#:   namespaced_names ~21,000 prompt tokens, class_dispatch ~19,000, composed and fully_split ~14,000)
+#:   or cost a 2-4k-token prompt prefix and ~8 CPU-seconds per
+#:   episode that the 10 minutes cannot afford beside enough tasks (a third variant measured at
+#:   ~575 s for the job on idle cores: too close to the limit);
+#: - tasks: every single-call task of fitness_watch (41; its native schema is the smallest, ~2,000
+#:   prompt tokens): more tasks per variant rather than more variants, so the paired interval is
+#:   narrow enough to exclude zero;
+#: - phrasing query_base (the templated query): on the colloquial one the 0.5B model picks the first
+#:   tool for almost anything (native 0 of 8 measured), so no variant could differ from it;
+#: - 2 turns of at most 128 tokens: the call, then the model's answer or one retry after an error
+#:   (a single call takes 30-60 tokens; the 0.5B model otherwise loops until the turn limit).
+EMBEDDED_DEFAULT_JOB = DefaultJob(variants="native,fully_merged", domains=("fitness_watch",), calls=(1,),
+                                  phrasing="query_base", turn_limit=2, max_tokens=128)
 
 
 def default_job(model: str, catalog: str, *, tasks: int | None, sample: int | None,
-                domains: Sequence[str]) -> DefaultJob | None:
+                domains: Sequence[str], variants: str | None = None, split: str | None = None) -> DefaultJob | None:
     """The default job these options leave to the policy, if any: the embedded model on the
-    builtin catalog with no task option."""
-    if model.startswith("local") and catalog == "builtin" and tasks is None and sample is None and not domains:
+    builtin catalog with no task or variant option."""
+    if model.startswith("local") and catalog == "builtin" and tasks is None and sample is None and not domains \
+            and variants is None and split is None:
         return EMBEDDED_DEFAULT_JOB
     return None
 
@@ -70,33 +99,35 @@ def parse_domains(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(d.strip() for d in names if d.strip())
 
 
-def study_config(*, model: str = "local", catalog: str = "builtin", variants: str = "representative",
+def study_config(*, model: str = "local", catalog: str = "builtin", variants: str | None = None,
                  tasks: int | None = None, sample: int | None = None, domains: str | Sequence[str] | None = None,
+                 calls: Sequence[int] = (), phrasing: str | None = None,
                  split: str | None = None, splits: str = "default", seed: int = 0,
                  control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
                  turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
                  concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                  study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = (), phrasing: str = "query", user_model: str | None = None) -> StudyConfig:
-    """The study these options describe, the run policy applied: with no task option on the
-    embedded model, :data:`EMBEDDED_DEFAULT_JOB`; ``turn_limit``/``max_tokens`` left None take
-    the job's (else :data:`TURN_LIMIT`/:data:`MAX_TOKENS`)."""
+                 base_urls: Sequence[str] = (), user_model: str | None = None) -> StudyConfig:
+    """The study these options describe, the run policy applied: with no task or variant option on
+    the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
+    ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing)."""
     chosen = parse_domains(domains)
-    job = default_job(model, catalog, tasks=tasks, sample=sample, domains=chosen)
+    job = default_job(model, catalog, tasks=tasks, sample=sample, domains=chosen, variants=variants, split=split)
     if job is not None:
-        sample, chosen = job.sample, job.domains
+        sample, chosen, variants, calls = job.sample, job.domains, job.variants, calls or job.calls
+        phrasing = phrasing or job.phrasing
     if turn_limit is None:
         turn_limit = job.turn_limit if job else TURN_LIMIT
     if max_tokens is None:
         max_tokens = job.max_tokens if job else MAX_TOKENS
-    return StudyConfig(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample, seed=seed,
-                       domains=chosen, split=split, splits=splits, control=Control(control),
-                       condition=Condition(condition), turn_limit=turn_limit,
-                       generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
+    return StudyConfig(model=model, catalog=catalog, variants=variants or "representative", tasks=tasks,
+                       sample=sample, seed=seed, domains=chosen, calls=tuple(calls), phrasing=phrasing or "query",
+                       split=split, splits=splits, control=Control(control), condition=Condition(condition),
+                       turn_limit=turn_limit, generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
-                       phrasing=phrasing, user_model=user_model)
+                       user_model=user_model)
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",

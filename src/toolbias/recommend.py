@@ -35,6 +35,7 @@ from .providers.base import GenerateConfig, Message, ModelAPI, ModelOutput
 from .runner import Study, StudyConfig, build_study, run_study, sample_tasks
 from .stats import bootstrap_ci, paired_bootstrap, rng_for, task_success
 from .store import Store
+from .variants import resolve_variants
 
 
 @dataclass
@@ -225,6 +226,8 @@ def _halve(cfg: StudyConfig, store: Store, provider: ModelAPI, catalog: Catalog 
     n = len(tasks)
     codecs = {c.name: c for c in base.codecs}
     order = list(codecs)
+    # how each candidate is named again in a round: a spec file by its path (its name is no registry entry)
+    selector = {s.name: s.source or s.name for s in resolve_variants(cfg.variants)}
     native = len(base.catalog.tools) or 1
     session = cfg.study or f"recommend|{cfg.model}|{cfg.control.value}|{cfg.condition.value}|{n}|{cfg.seed}"
     per_task: dict[str, dict[str, float]] = {v: {} for v in order}
@@ -234,7 +237,8 @@ def _halve(cfg: StudyConfig, store: Store, provider: ModelAPI, catalog: Catalog 
         new = tasks[done_tasks:m]
         if new:
             names = ",".join(alive)
-            study = build_study(replace(cfg, variants=names, sample=None, study=f"{session}|round{i}|{names}"),
+            study = build_study(replace(cfg, variants=",".join(selector.get(v, v) for v in alive), sample=None,
+                                        study=f"{session}|round{i}|{names}"),
                                 model=provider, tasks=new, catalog=base.catalog)
             prog = run_study(study, store, check=i == 0)
             played += prog.total - prog.skipped
@@ -278,7 +282,7 @@ def export_variant(choice: str, cfg: StudyConfig, directory: str | Path, result:
     --variant DIR/variant.json``), ``tools.json`` (its tool list per domain) and, given a result,
     ``recommendation.json``."""
     from .catalog import load_catalog
-    from .variants import build_codec, resolve_variants
+    from .variants import build_codec
 
     spec = next(s for s in resolve_variants(cfg.variants) if s.name == choice)
     catalog = load_catalog(cfg.catalog)

@@ -49,6 +49,7 @@ class StudyConfig:
     split: str | None = None          # only this part ("train" / "eval") of the splits manifest
     splits: str = "default"           # the manifest (toolbias.splits.load_splits spec)
     sample: int | None = None         # stratified sample of N tasks (same for every variant)
+    calls: tuple[int, ...] = ()       # only tasks whose gold has one of these numbers of calls (all when empty)
     seed: int = 0
     control: Control = Control.STRICT
     condition: Condition = Condition.BASE
@@ -212,6 +213,11 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
         for d in cfg.domains:
             catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
         tasks = [t for t in tasks if t.domain in cfg.domains]
+    if cfg.calls:
+        tasks = [t for t in tasks if len(t.gold) in cfg.calls]
+        if not tasks:
+            raise ToolbiasError(f"no task of catalog '{catalog.name}' has {'/'.join(map(str, cfg.calls))} gold "
+                                "call(s) in the chosen domains", fix="choose other --calls or --domains")
     if cfg.split:
         from .splits import load_splits
 

@@ -248,10 +248,19 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     judged = isinstance(external, Mapping) and not infra
     if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
         return True, None
-    if not judged and not infra and rec.executed == rec.gold:  # the gold, as given (NativeAction equality is exact)
+    if not judged and not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
                   rec.rejections, rec.calls, classes, judged)
+
+
+def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
+    """The same actions in the same order, arguments exactly equal (:func:`same_json`)."""
+    return len(a) == len(b) and all(
+        x.domain == y.domain and x.tool == y.tool
+        and (same_json(x.arguments, y.arguments) if type(x.arguments) is dict and type(y.arguments) is dict
+             else x == y)  # (NativeAction equality: canonical JSON, exact too)
+        for x, y in zip(a, b, strict=True))
 
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:

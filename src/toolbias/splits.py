@@ -34,6 +34,7 @@ from typing import Any
 
 from .catalog.model import Catalog, Task
 from .errors import ToolbiasError
+from .jsonfile import read_json
 
 PARTS = ("train", "eval")
 LABELS = ("seen", "held_out_variant", "held_out_domain", "held_out_both")
@@ -150,15 +151,7 @@ class Splits:
     @classmethod
     def from_file(cls, path: str | Path) -> Splits:
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SplitError("file not found", where=str(p),
-                             fix="check the path, or use 'default' (the catalog's own split)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SplitError(f"cannot read file: {exc}", where=str(p)) from None
-        except json.JSONDecodeError as exc:
-            raise SplitError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}") from None
+        data = read_json(p, error=SplitError, missing_fix="check the path, or use 'default' (the catalog's own split)")
         return cls.from_dict(data, where=str(p))
 
     def write(self, path: str | Path) -> None:

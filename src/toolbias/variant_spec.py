@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import VariantError
+from .jsonfile import read_json
 from .operators import OPERATORS
 
 
@@ -74,14 +74,6 @@ class VariantSpec:
     @classmethod
     def from_file(cls, path: str | Path) -> VariantSpec:
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise VariantError("file not found", where=str(p),
-                               fix="check the path, or name a registered variant (toolbias variants)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise VariantError(f"cannot read file: {exc}", where=str(p), fix="point at a UTF-8 JSON file") from None
-        except json.JSONDecodeError as exc:
-            raise VariantError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}:{exc.colno}",
-                               fix="fix the JSON syntax at that line") from None
+        data = read_json(p, error=VariantError,
+                         missing_fix="check the path, or name a registered variant (toolbias variants)")
         return cls.from_dict(data, where=str(p))

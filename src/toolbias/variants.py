@@ -9,47 +9,24 @@ one file per operator family; :func:`resolve_variants` finds them by name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from .catalog.model import Catalog
 from .codec import Codec
+from .compose import compose
 from .errors import VariantError
-from .operators import OPERATORS
-from .operators.base import Layer
+from .recipes import expand
 from .registry import REGISTRY
 from .variant_spec import VariantSpec
 
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
-    """Apply ``spec``'s steps to ``catalog``; refuse unknown ops and impossible compositions."""
-    layers: list[Layer] = []
-    tools: Sequence[Any] = catalog.tools
+    """Apply ``spec``'s steps to ``catalog`` (a recipe step first expanded into the steps its rule
+    gives on this catalog); refuse unknown ops and impossible compositions."""
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
     steps = spec.steps
     if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)
-        from .recipes import expand
-
         steps = expand(steps, catalog, where)
-    for i, step in enumerate(steps):
-        op = step.get("op")
-        cls = OPERATORS.get(str(op))
-        if cls is None:
-            raise VariantError(f"unknown operator '{op}' in step {i + 1}", where=where,
-                               fix=f"use one of: {', '.join(sorted(OPERATORS))}")
-        params = {k: v for k, v in step.items() if k != "op"}
-        for earlier in layers:  # protocols stack (the artifact's curryind: references inside transactions)
-            if earlier.protocol and not cls.protocol:
-                raise VariantError(f"step {i + 1} ('{op}') comes after the cross-call protocol '{earlier.op}'",
-                                   where=where,
-                                   fix="put protocol operators (transaction, reference, discovery) last")
-        try:
-            layer = cls(tools, cls.prepare(params, catalog))
-        except VariantError as exc:  # name the spec (file) and the step, not only the operator
-            inner = f"{exc.where}: {exc.what}" if exc.where else exc.what
-            raise VariantError(inner, where=f"{where}, step {i + 1}", fix=exc.fix) from None
-        layers.append(layer)
-        tools = layer.tools
-    return Codec(catalog, layers, name=spec.name)
+    return compose(catalog, steps, name=spec.name, where=where)
 
 
 def registry() -> dict[str, VariantSpec]:

@@ -104,3 +104,14 @@ def test_phrasings() -> None:
         with_phrasing(cat, "query_rude")
     with pytest.raises(Exception, match="no 'query_llm' phrasing"):
         with_phrasing(load_catalog("builtin"), "query_llm")
+
+
+def test_spec_files_in_probe_and_recommend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    specs = _root() / "specs"
+    files = f"{specs / 'pack.json'},{specs / 's_obf.json'},native"
+    code, out, err = _cli(capsys, "recommend", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
+                          "--variants", files, "--sample", "8", "--store", str(tmp_path / "r.db"))
+    assert code == 0 and "recommended:" in out + err and "s_obf" in out + err  # rounds name the files again
+    code, out, err = _cli(capsys, "probe", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
+                          "--variants", str(specs / "indirect.json"), "--store", str(tmp_path / "p.db"))
+    assert code == 0 and "indirect" in out

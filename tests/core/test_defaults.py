@@ -68,3 +68,50 @@ def test_errors_are_data_under_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr()
     assert json.loads(out.out)["error"]["kind"] == "CatalogError"
     assert "unknown catalog kind 'nope'" in out.err
+
+
+def test_the_default_job_is_an_ordinary_study_its_command_spells_out() -> None:
+    """Same measurement as a full study: every choice of the default job is a run option."""
+    job = EMBEDDED_DEFAULT_JOB
+    implicit = study_config(model="local")
+    explicit = study_config(model="local", variants=job.variants, domains=",".join(job.domains), calls=job.calls,
+                            phrasing=job.phrasing, turn_limit=job.turn_limit, max_tokens=job.max_tokens)
+    assert implicit == explicit
+    assert (implicit.variants, implicit.calls, implicit.phrasing) == (job.variants, (1,), "query_base")
+    assert "fully_merged" in job.variants.split(",") and "native" in job.variants.split(",")
+    command = job.command()
+    for option in (f"--variants {job.variants}", "--calls 1", "--phrasing query_base", f"--turn-limit {job.turn_limit}"):
+        assert option in command
+    # naming variants (or any task option) is a study of one's own, with the plain defaults
+    own = study_config(model="local", variants="native")
+    assert (own.calls, own.phrasing, own.turn_limit, own.domains) == ((), "query", TURN_LIMIT, ())
+
+
+def test_calls_and_phrasing_choose_and_word_the_tasks(tmp_path: Path) -> None:
+    from toolbias.catalog import load_catalog
+
+    store = tmp_path / "s.db"
+    base = ["run", "--model", "oracle", "--variants", "native", "--domains", "tv", "--calls", "1", "--store",
+            str(store)]
+    for extra in ([], ["--phrasing", "query_base"]):
+        result = CliRunner().invoke(cli, base + extra)
+        assert result.exit_code == 0, result.output
+    templated = {t.id: t.query_templated for t in load_catalog("builtin").tasks}
+    with Store(store) as st:
+        studies = set(st.studies())
+        rows = list(st.rows())
+    assert studies == {"oracle|strict|base", "oracle|strict|base|query_base"}
+    single = [t for t in load_catalog("builtin").tasks if t.domain == "tv" and len(t.gold) == 1]
+    assert len(rows) == 2 * len(single) and all(r.n_gold == 1 and r.success for r in rows)
+    for r in rows:  # each study asked in its own phrasing; the episodes did not resume into each other
+        asked = r.record["query"]
+        assert (asked == templated[r.task_id]) == r.study.endswith("query_base")
+
+
+def test_bad_calls_are_refused_clearly() -> None:
+    result = CliRunner().invoke(cli, ["run", "--model", "oracle", "--calls", "one"])
+    assert isinstance(result.exception, ToolbiasError) and "bad --calls 'one'" in str(result.exception)
+    with pytest.raises(ToolbiasError, match="no task of catalog 'builtin' has 9 gold call"):
+        from toolbias.runner import build_study
+
+        build_study(study_config(model="oracle", calls=(9,)))

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,17 @@ import pytest
 
 from tests.support.reliability import (
     CATALOG,
+    GATED_RUN,
     TOOLBIAS,
     VARIANTS,
     HttpOracle,
     comparable,
+    done_count,
     kill_and_resume,
     startup_time,
 )
 from tests.support.servers import FAULTS, FakeOpenAIServer, Reply
+from toolbias import forked
 from toolbias.catalog import Catalog, load_catalog
 from toolbias.errors import StoreError
 from toolbias.providers import make_provider
@@ -64,12 +68,23 @@ def test_sigkill_and_resume_oracle(tmp_path: Path, catalog: Catalog) -> None:
     t0 = time.perf_counter()
     subprocess.run(base + ["--store", str(ref)], check=True, capture_output=True)
     full = time.perf_counter() - t0
-    history = kill_and_resume(base + ["--store", str(killed)], killed, kills=4, startup=startup, full=full,
-                              total=2000, seed=7)
+    # one kill known to fall mid-run: the workers wait after their first batch until the parent is gone
+    gated = [sys.executable, str(GATED_RUN), str(forked.BATCH_ROWS), *base[1:], "--workers", "2", "--store",
+             str(killed)]
+    proc = subprocess.Popen(gated, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while done_count(killed) == 0 and proc.poll() is None:
+            time.sleep(0.05)  # a condition: rows stored
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 0 < done_count(killed) < 2000
+    # then random moments, start-up included
+    kill_and_resume(base + ["--store", str(killed)], killed, kills=4, startup=startup, full=full, total=2000, seed=7)
     expected, got = comparable(ref), comparable(killed)
     assert len(expected) == 2000
     assert got == expected
-    assert any(0 < n < 2000 for _, n in history), history  # some kill fell mid-run
 
 
 def test_sigkill_and_resume_loopback(tmp_path: Path, catalog: Catalog) -> None:

@@ -16,6 +16,7 @@ import pytest
 from tests.support.layers import NamespaceByClass
 from toolbias.catalog.model import NativeAction
 from toolbias.codec import Codec
+from toolbias.episode import EpisodeRecord
 from toolbias.operators import OPERATORS
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.runner import StudyConfig, build_study, run_study
@@ -332,3 +333,21 @@ def test_success_needs_equal_keys_not_just_equal_python_values() -> None:
     assert score_record(rec({"level": 20.0}, {"level": 20})) == (True, None)
     assert score_record(rec({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1})) == (True, None)
     assert score_record({**rec({"a": 1}, {"a": 1}), "termination": "infra_error"})[0] is False
+
+
+@pytest.mark.parametrize(("executed", "gold", "expected"), [
+    ({"on": 1}, {"on": True}, (False, FailureMode.WRONG_ARGUMENTS)),
+    ({"x": [0]}, {"x": [False]}, (False, FailureMode.WRONG_ARGUMENTS)),
+    ({"level": 20.0}, {"level": 20}, (True, None)),
+    ({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1}, (True, None)),
+    ({"a": {"b": [1, {"c": True}]}}, {"a": {"b": [1, {"c": 1}]}}, (False, FailureMode.WRONG_ARGUMENTS)),
+])
+def test_typed_records_score_as_their_stored_form(executed: dict[str, Any], gold: dict[str, Any],
+                                                  expected: tuple[bool, FailureMode | None]) -> None:
+    """The runner scores the typed EpisodeRecord (no round trip through its dict): the same
+    verdicts as the stored form, the exact fast path included."""
+    record = EpisodeRecord(task_id="t1", domain="home", variant="native", model="m", control="strict",
+                           condition="base", query="q", gold=[NativeAction("home", "t", gold)],
+                           executed=[NativeAction("home", "t", executed)])
+    assert score_record(record) == expected
+    assert score_record(json.loads(json.dumps(record.to_dict()))) == expected

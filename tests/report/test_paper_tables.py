@@ -77,5 +77,32 @@ def test_report_json_and_html_carry_the_tables(tmp_path: Path) -> None:
     [t8] = out["class_controls"]
     assert t8["class_neutral"] == 1.0 and t8["delta_naming"] == 0.0 and t8["random_realizations"] == 2
     json.dumps(out, allow_nan=False)
+    from toolbias.report.figures import all_figures
+
+    figs = all_figures(data)  # Figure 2 (representative rows) and Figure 4 (the remaining methods)
+    assert {"grid_strict_base", "remaining_strict_base"} <= set(figs)
+    rows_of = {name: [t.get_text() for t in fig.axes[0].get_yticklabels()] for name, fig in figs.items()
+               if name.startswith(("grid", "remaining"))}
+    assert set(rows_of["grid_strict_base"]) == {"native", "fully_merged", "class_dispatch"}
+    assert "merge_catalog_neutral_names" in rows_of["remaining_strict_base"]
     html = render_html(data, figures=False)
     assert 'id="paper-tables"' in html and "Table 6" in html and "Table 8" in html and "Table 7" not in html
+
+
+def test_figure3_ratio_is_the_query_weighted_mean_over_domains(tmp_path: Path) -> None:
+    from toolbias.catalog import load_catalog
+
+    cfg = StudyConfig(model="oracle", variants="native,fully_merged,class_dispatch", sample=30, workers=1, study="r")
+    study = build_study(cfg)
+    run_study(study, str(tmp_path / "r.db"))
+    ratios = build_report(tmp_path / "r.db", study="r").function_ratios
+    cat = load_catalog("builtin")
+    counts: dict[str, int] = {}
+    for t in study.tasks:
+        counts[t.domain] = counts.get(t.domain, 0) + 1
+    sizes = {d: len(cat.domain(d).tools) for d in counts}
+    n = sum(counts.values())
+    assert ratios["native"] == pytest.approx(1.0)
+    assert ratios["fully_merged"] == pytest.approx(sum(counts[d] / sizes[d] for d in counts) / n)
+    # class dispatch shows every class's dispatcher in each domain: 12 functions per episode
+    assert ratios["class_dispatch"] == pytest.approx(sum(counts[d] * 12 / sizes[d] for d in counts) / n)

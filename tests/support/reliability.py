@@ -27,6 +27,9 @@ from toolbias.codec import Codec
 from toolbias.store import Store
 
 TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))
+#: ``python GATED_RUN KEEP run ...``: the CLI with an oracle whose workers wait after KEEP episodes
+#: until the run is stopped or orphaned (a run known to be in progress when a test interrupts it)
+GATED_RUN = Path(__file__).with_name("gated_run.py")
 #: two of the paper's representative variants: a plain one and a cross-call protocol
 VARIANTS = "native,transaction"
 #: the catalog the studies run on (the built-in one; another spec for a quick local check)

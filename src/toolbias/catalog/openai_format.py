@@ -6,12 +6,12 @@ Accepts ``[{"type": "function", "function": {...}}]`` and the bare
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import jsonfile
 from ..errors import CatalogError
 from .model import Tool
 
@@ -30,40 +30,13 @@ def infer_class(name: str) -> str:
 
 
 def read_json(path: Path) -> Any:
-    """Load JSON, turning syntax errors into a CatalogError with file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CatalogError("file not found", where=str(path), fix="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"cannot read file: {exc}", where=str(path),
-                           fix="point at a UTF-8 JSON file") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}:{exc.colno}",
-                           fix="fix the JSON syntax at that line") from None
+    """Load JSON; a missing, unreadable or malformed file is a CatalogError with file and line."""
+    return jsonfile.read_json(path, error=CatalogError)
 
 
 def read_jsonl(path: Path) -> list[Any]:
     """Load JSON Lines; errors name file and line."""
-    rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise CatalogError("file not found", where=str(path), fix="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"cannot read file: {exc}", where=str(path),
-                           fix="point at a UTF-8 JSON Lines file (one JSON object per line)") from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{path}:{lineno}:{exc.colno}",
-                               fix="each line must be one JSON object") from None
-    return rows
+    return jsonfile.read_jsonl(path, error=CatalogError)
 
 
 def parse_tool(entry: Any, domain: str, where: str, cls: str | None = None) -> Tool:

@@ -29,11 +29,14 @@ def with_phrasing(catalog: Catalog, phrasing: str) -> Catalog:
         return catalog
     table = catalog.meta.get("phrasings") if isinstance(catalog.meta, Mapping) else None
     table = table if isinstance(table, Mapping) else {}
+    if phrasing == "query_base" and not table:  # the templated source: the built-in catalog's query_templated
+        table = {t.id: {phrasing: t.query_templated} for t in catalog.tasks}
     missing = [t.id for t in catalog.tasks if not (table.get(t.id) or {}).get(phrasing)]
     if missing:
         raise CatalogError(f"{len(missing)} of {len(catalog.tasks)} task(s) have no '{phrasing}' phrasing "
                            f"(first: {missing[0]})", where=catalog.name,
-                           fix="phrasings come with the paper's artifact (toolschemaspace:DIR); use --phrasing query")
+                           fix="phrasings come with the paper's artifact (toolschemaspace:DIR; the built-in catalog has "
+                               "query_base); use --phrasing query")
     return catalog.with_tasks(replace(t, query=table[t.id][phrasing]) for t in catalog.tasks)
 
 

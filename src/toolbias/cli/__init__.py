@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(json.dumps({"error": exc.to_dict()}))
         click.echo(f"error: {exc.render()}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort:  # click's form of Ctrl-C
+        click.echo("interrupted: finished results are kept", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from ..catalog.phrasing import PHRASINGS
 from ..codec import Control
-from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, study_config
+from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, default_job, parse_domains, study_config
 from ..episode import Condition
+from ..errors import ToolbiasError
 from ..report.summary import infra_error_reasons, study_summary
 from ..runner import Progress as RunProgress
 from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
+from .display import finding_of, print_finding, progress_bar
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
@@ -50,6 +44,13 @@ def summary_table(store: Store, study: str) -> Table:
     return table
 
 
+def _calls(value: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip()) if value else ()
+    except ValueError:
+        raise ToolbiasError(f"bad --calls '{value}'", fix="numbers of gold calls, e.g. --calls 1 or --calls 1,2") from None
+
+
 def register(group: click.Group) -> None:
     @group.command("run")
     @click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL",
@@ -58,11 +59,16 @@ def register(group: click.Group) -> None:
                   "[env OPENAI_BASE_URL]")
     @click.option("--catalog", default="builtin", show_default=True, help="builtin, tau2:airline|retail, toolschemaspace:DIR, "
                   "bfcl:DIR, tools:FILE, mcp:FILE")
-    @click.option("--variants", default="representative", show_default=True,
-                  help="all, representative (the paper's 12), a comma list of names, or spec files")
+    @click.option("--variants", help="all, representative (the paper's 12), a comma list of names, or spec files "
+                  f"[default: representative; the embedded default job: {EMBEDDED_DEFAULT_JOB.variants}]")
     @click.option("--tasks", type=int, help="only the first N tasks")
     @click.option("--sample", type=int, help="a stratified sample of N tasks, the same for every variant")
     @click.option("--domains", help="only tasks of these domains (comma list)")
+    @click.option("--calls", help="only tasks whose gold has this many calls (comma list, e.g. 1 or 1,2)")
+    @click.option("--phrasing", type=click.Choice(PHRASINGS), help="which phrasing of the queries to ask: query "
+                  "(the paper's colloquial one), query_base (the templated source; the built-in catalog has it), "
+                  f"query_easy/llm/hard (the artifact) [default: query; the embedded default job: "
+                  f"{EMBEDDED_DEFAULT_JOB.phrasing}]")
     @click.option("--split", type=click.Choice(["train", "eval"]), help="only this part of the splits manifest "
                   "(eval: never a training task of `toolbias train-data`)")
     @click.option("--splits", default="default", show_default=True,
@@ -83,46 +89,50 @@ def register(group: click.Group) -> None:
     @click.option("--max-tokens", type=int, help=f"tokens per model turn [default: {MAX_TOKENS}; the embedded "
                   f"default job: {EMBEDDED_DEFAULT_JOB.max_tokens}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
-    @click.option("--phrasing", type=click.Choice(PHRASINGS), default="query", show_default=True,
-                  help="which phrasing of the artifact's queries to ask (query: the paper's colloquial one)")
     @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
                   "[default: a scripted user that states the request and ends at the first answer]")
+    @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
-                sample: int | None, domains: str | None, split: str | None, splits: str, seed: int, control: str,
-                condition: str, store: str, study: str | None, concurrency: int, workers: int | None,
-                shard: str | None, turn_limit: int | None, temperature: float, max_tokens: int | None,
-                cache: str | None, phrasing: str, user_model: str | None) -> None:
+                sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
+                splits: str, seed: int, control: str, condition: str, store: str,
+                study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
+                temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
+                html: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
+        job = default_job(model, catalog, tasks=tasks, sample=sample, domains=parse_domains(domains),
+                          variants=variants, split=split)
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
-                           domains=domains, split=split, splits=splits, seed=seed, control=control,
-                           condition=condition, turn_limit=turn_limit, temperature=temperature,
-                           max_tokens=max_tokens, concurrency=concurrency, workers=workers, shard=shard,
-                           study=study, cache=cache, base_urls=base_url, phrasing=phrasing, user_model=user_model)
+                           domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
+                           seed=seed, control=control, condition=condition, turn_limit=turn_limit,
+                           temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
+                           workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
+                           user_model=user_model)
         built = build_study(cfg)
         console = Console(stderr=True)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]:.1f} ep/s  success {task.fields[succ]}"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
+        if job is not None:
+            html = html or str(Path(store).parent / job.html)
+            console.print(f"the embedded model's default job ({len(built.codecs)} variants x {len(built.tasks)} "
+                          f"tasks; any task or variant option runs your own study instead):\n  {job.command()}",
+                          highlight=False, soft_wrap=True)
 
         async def check_then_run(st: Store) -> RunProgress:
             # one event loop for the check and the run: SDK clients belong to the loop that made them
             await built.model.check()  # unreachable server, bad key, unknown model: before any episode
-            with Progress(*columns, console=console, transient=False) as bar:
-                task_id = bar.add_task("episodes", total=None, rate=0.0, succ="-")
-
-                def on_progress(p: RunProgress) -> None:
-                    ran = p.done - p.skipped
-                    elapsed = max(time.perf_counter() - p.started, 1e-9)
-                    succ = f"{100 * p.successes / ran:.0f}%" if ran else "-"
-                    bar.update(task_id, total=p.total, completed=p.done, rate=ran / elapsed, succ=succ)
-
-                prog = await run_study_async(built, st, on_progress, check=False)
-                bar.update(task_id, total=prog.total, completed=prog.done)
-            return prog
+            with progress_bar(console) as on_progress:
+                return await run_study_async(built, st, on_progress, check=False)
 
         with Store(store) as st:
             prog = asyncio.run(check_then_run(st))
             Console().print(summary_table(st, cfg.study_name))
+            found = finding_of(st, cfg.study_name)
+            report = None
+            if html:
+                from ..report import ReportSettings, build_report
+                from ..report.html import write_html
+
+                data = build_report(st, settings=ReportSettings(), study=cfg.study_name)
+                report = write_html(data, html, st)
+        print_finding(Console(), found, report)
         if prog.infra_errors:
             _print_infra_errors(console, store, cfg.study_name, prog.infra_errors)
 

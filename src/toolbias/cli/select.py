@@ -211,6 +211,8 @@ def register(group: click.Group) -> None:
         """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
 
     _register_paper(select)
+    _register_corpus(select)
+    _register_build(select)
 
     @select.command("benchmark")
     @click.option("--benchmark", default="builtin", show_default=True,
@@ -711,3 +713,77 @@ def _register_paper(select: click.Group) -> None:
             click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
                                                       for k, v in by_k.items()))
         click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")
+
+
+def _register_corpus(select: click.Group) -> None:
+    @select.command("pretrain-corpus")
+    @click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
+    @click.option("--base-url", multiple=True)
+    @click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
+    @click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
+    @click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
+    @click.option("--api", "api_index", type=int, help="the target tool's 0-based index [default: the paper's, 2]")
+    @click.option("--brand", "brands", multiple=True, help="brand strings (repeat) [default: the paper's four for "
+                                                           "its target, else the tool name]")
+    @click.option("--documents", type=int, default=5000, show_default=True, help="stop after this many kept")
+    @click.option("--max-tokens-total", type=int, default=8_000_000, show_default=True,
+                  help="stop after this many estimated tokens (4 characters each)")
+    @click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--concurrency", type=int, default=8, show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
+                   api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
+                   max_calls: int | None, seed: int, concurrency: int, as_json: bool) -> None:
+        """The paper's biased continued pre-training corpus: documents promoting one tool (PROTOCOL.md 7).
+
+        Training on it is a GPU step outside toolbias (see toolbias.selection.pretrain)."""
+        from ..selection import pretrain
+
+        bench = load_benchmark(benchmark)
+        if cluster is None and api_index is None and not brands:
+            target = pretrain.paper_target(bench)
+        else:
+            target = pretrain.CorpusTarget.of(bench, cluster or pretrain.PAPER_TARGET[0],
+                                              pretrain.PAPER_TARGET[1] if api_index is None else api_index,
+                                              brands=brands)
+        provider = _provider(model, base_url, concurrency, None)
+        progress = study.in_session([provider], lambda: pretrain.agenerate_corpus(
+            provider, target, output, documents=documents, max_tokens=max_tokens_total, max_calls=max_calls,
+            seed=seed, concurrency=concurrency))
+        if as_json:
+            click.echo(json.dumps(progress.to_dict()))
+            return
+        click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
+                   f"{progress.errors} infrastructure errors) in {output}")
+
+
+def _register_build(select: click.Group) -> None:
+    @select.command("build")
+    @click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+    @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
+    @click.option("--base-url", multiple=True)
+    @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+    @click.option("--name", default="custom", show_default=True, help="benchmark name")
+    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
+    @click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
+    @click.option("--min-size", type=int, default=2, show_default=True)
+    @click.option("--max-size", type=int, default=5, show_default=True)
+    @click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+    @click.option("--json", "as_json", is_flag=True, help="print the build record")
+    def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
+                  threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
+        """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+        from ..selection import build
+
+        tools = build.read_tools(tools_path)
+        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
+                                       max_size=max_size, queries=queries)
+        provider = _provider(model, base_url, 1, None)
+        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                          settings=settings))
+        build.write_benchmark(bench, record, output)
+        if as_json:
+            click.echo(json.dumps(record, indent=2))
+            return
+        click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")

@@ -68,6 +68,7 @@ def variant_rows(catalog: Catalog, specs: list[VariantSpec]) -> list[dict[str, A
         try:
             codec = build_codec(catalog, spec)
             row["operators"] = [layer.op for layer in codec.layers]  # as built (a recipe expands on the catalog)
+            row["lenient"] = {layer.op: layer.LENIENT for layer in codec.layers}  # what --control lenient executes
             row["functions"] = codec.function_count()
             row["ratio"] = round(codec.function_count() / native, 3) if native else None
         except ToolbiasError as exc:
@@ -86,7 +87,7 @@ def register(group: click.Group) -> None:
     @click.option("--variant", "--variants", "variant", default="all", show_default=True,
                   help="all, representative, comma-separated names, or spec files (toolbias's or the artifact's)")
     @click.option("--json", "as_json", is_flag=True,
-                  help="print JSON: [{name, steps, construction, operators, functions, ratio, paper}]")
+                  help="print JSON: [{name, steps, construction, operators, lenient, functions, ratio, paper}]")
     def variants_cmd(catalog_spec: str, variant: str, as_json: bool) -> None:
         """List registered variants with their operator steps and function counts."""
         catalog = load_catalog(catalog_spec)

@@ -1,7 +1,8 @@
 """The embedded model: llama.cpp in-process through ``llama-cpp-python``; no server, no key.
 
 ``local`` runs the default weights (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, see
-:mod:`.weights`); ``local:/path/to/model.gguf`` runs any GGUF. Needs the optional
+:mod:`.weights`); ``local:/path/to/model.gguf`` runs any GGUF, and so does ``local``
+when the environment variable ``TOOLBIAS_LOCAL_GGUF`` names one. Needs the optional
 extra: ``pip install 'toolbias[local]'``.
 
 How a turn is produced:
@@ -47,7 +48,14 @@ from typing import Any
 from ..errors import MissingExtraError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
 from .textcalls import find_tool_calls
-from .weights import DEFAULT_SHA256, check_gguf, default_model_path, sha256_file, verify_file
+from .weights import (
+    DEFAULT_GGUF_ENV,
+    DEFAULT_SHA256,
+    check_gguf,
+    default_model_path,
+    sha256_file,
+    verify_file,
+)
 
 #: used when a GGUF carries no chat template: ChatML with Hermes-style tools (Qwen's format)
 FALLBACK_TEMPLATE = """\
@@ -94,6 +102,15 @@ XML tags:
 {% endif %}"""
 
 _STOP = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"]
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (taskset, containers), not the machine's count: a thread
+    per core it cannot use would wait at every llama.cpp barrier."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity API (macOS)
+        return os.cpu_count() or 1
 
 
 def _import_llama() -> Any:
@@ -184,32 +201,60 @@ def _template_tool(t: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ grammar for tool_choice="required"
 
-_JSON_GBNF = r"""
-object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
-value ::= object | array | string | number | "true" | "false" | "null"
-array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] ) )* "\""
-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-ws ::= ( " " | "\n" )?
-"""
-
-
 def _gbnf_literal(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def required_call_grammar(tool_names: list[str]) -> str:
-    """GBNF: one or more Hermes ``<tool_call>`` blocks naming one of ``tool_names``."""
-    names = " | ".join(_gbnf_literal(json.dumps(n)) for n in dict.fromkeys(tool_names)) or '"\\"\\""'
-    return (
-        'root ::= call ( "\\n" call )*\n'
-        'call ::= "<tool_call>\\n{\\"name\\": " name ", \\"arguments\\": " object "}\\n</tool_call>"\n'
-        f"name ::= {names}\n" + _JSON_GBNF
-    )
+def _strict(schema: Any) -> Any:
+    """``schema`` with ``additionalProperties: false`` on every object that lists properties and
+    does not say otherwise: what vLLM's guided decoding (xgrammar's strict mode) does for
+    ``tool_choice="required"``, so a constrained call cannot invent an argument."""
+    if isinstance(schema, list):
+        return [_strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: _strict(sub) for name, sub in value.items()}  # names, not keywords
+        elif key in ("enum", "const", "default", "examples"):
+            out[key] = value  # data
+        else:
+            out[key] = _strict(value)
+    if "properties" in out and "additionalProperties" not in out and out.get("type", "object") == "object":
+        out["additionalProperties"] = False
+    return out
 
 
-def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
-    return [str((t.get("function") or t).get("name", "")) for t in tools]
+def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    params = (tool.get("function") or tool).get("parameters")
+    return params if isinstance(params, dict) and params else {"type": "object", "properties": {}}
+
+
+def required_call_grammar(tools: list[dict[str, Any]]) -> str:
+    """GBNF: one or more Hermes ``<tool_call>`` blocks, each naming one of ``tools`` with
+    arguments that match that tool's JSON schema, strictly (no argument the schema does not
+    define), as ``tool_choice="required"`` does on vLLM. Rules come from llama-cpp-python's
+    JSON-schema converter; a schema it cannot express is a ProviderError naming the tool."""
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    alternatives = []
+    for i, tool in enumerate(tools):
+        name = str((tool.get("function") or tool).get("name", ""))
+        try:
+            schema = converter.resolve_refs(_strict(_parameters(tool)), f"tool{i}")
+            rule = converter.visit(schema, f"args{i}")
+        except Exception as exc:  # noqa: BLE001 - the converter raises bare exceptions: say which tool
+            raise ProviderError(f"cannot build a decoding grammar for the arguments of tool '{name}': {exc}",
+                                fix="simplify that tool's JSON schema, or run without --condition required"
+                                ) from None
+        head = json.dumps(name) + ', "arguments": '
+        alternatives.append(f"{_gbnf_literal(head)} {rule}")
+    named = " | ".join(alternatives) or _gbnf_literal('""')
+    return ('root ::= call ( "\\n" call )*\n'
+            'call ::= "<tool_call>\\n{\\"name\\": " named "}\\n</tool_call>"\n'
+            f"named ::= {named}\n" + converter.format_grammar() + "\n")
 
 
 # ------------------------------------------------------------------ provider
@@ -231,8 +276,8 @@ class LocalStats:
 class LocalProvider(ModelAPI):
     """The embedded llama.cpp model (``local`` or ``local:/path/to/model.gguf``).
 
-    Options: ``n_ctx`` (context window, default 8192), ``n_threads`` (default: all
-    cores), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
+    Options: ``n_ctx`` (context window, default 8192), ``n_threads`` (default: the cores
+    this process may use), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
     (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
     ``flash_attn`` (default on: about 20% faster prompt processing on CPU, measured 62 -> 76
     tokens/s on 2 cores), ``verbose`` (llama.cpp logs).
@@ -250,7 +295,8 @@ class LocalProvider(ModelAPI):
             raise ProviderError(f"unknown option(s) for the local model: {', '.join(sorted(options))}",
                                 fix="use n_ctx, n_threads, n_batch, chat_template, sha256, prefix_states, "
                                     "flash_attn, verbose")
-        self.path_arg = arg.strip() or None
+        #: ``local`` with TOOLBIAS_LOCAL_GGUF set runs that file, exactly as ``local:PATH`` would
+        self.path_arg = arg.strip() or os.environ.get(DEFAULT_GGUF_ENV, "").strip() or None
         self.spec = f"local:{self.path_arg}" if self.path_arg else "local"
         self.base_url = None
         self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
@@ -263,7 +309,7 @@ class LocalProvider(ModelAPI):
         self.load_s: float | None = None
         self._llm: Any = None
         self._template: ChatTemplate | None = None
-        self._grammars: dict[tuple[str, ...], Any] = {}
+        self._grammars: dict[str, Any] = {}
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
         self._prefixes: dict[str, tuple[int, ...]] = {}
         self.stats = LocalStats()
@@ -314,7 +360,7 @@ class LocalProvider(ModelAPI):
         t0 = time.perf_counter()
         try:
             llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.n_ctx, n_batch=self.n_batch,
-                                  n_threads=self.n_threads or os.cpu_count() or 1, flash_attn=self.flash_attn,
+                                  n_threads=self.n_threads or _usable_cores(), flash_attn=self.flash_attn,
                                   verbose=self.verbose)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ProviderError(f"llama.cpp could not load {path}: {exc}",
@@ -393,7 +439,7 @@ class LocalProvider(ModelAPI):
             reused = self._reusable(llm, tokens)
             grammar = None
             if tool_choice == "required" and tools:
-                grammar = self._grammar(_tool_names(tools))
+                grammar = self._grammar(tools)
             max_tokens = max(1, min(config.max_tokens, self.n_ctx - len(tokens)))
             t1 = time.perf_counter()
             try:
@@ -435,13 +481,16 @@ class LocalProvider(ModelAPI):
                 recovered = any(f != "hermes" for f in found.formats)
         return ModelOutput(content=content, tool_calls=calls, usage=usage, latency_s=latency, recovered=recovered)
 
-    def _grammar(self, names: list[str]) -> Any:
-        key = tuple(names)
+    def _grammar(self, tools: list[dict[str, Any]]) -> Any:
+        """The compiled grammar for ``tools`` (cached: a variant's episodes share their tools)."""
+        key = hashlib.sha256(json.dumps(tools, sort_keys=True, default=str).encode()).hexdigest()
         g = self._grammars.get(key)
         if g is None:
             llama_cpp = _import_llama()
-            g = self._grammars[key] = llama_cpp.LlamaGrammar.from_string(required_call_grammar(names),
+            g = self._grammars[key] = llama_cpp.LlamaGrammar.from_string(required_call_grammar(tools),
                                                                          verbose=self.verbose)
+            if len(self._grammars) > 64:
+                self._grammars.pop(next(iter(self._grammars)))
         return g
 
     # -- KV prefix reuse --------------------------------------------------------

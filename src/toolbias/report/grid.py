@@ -30,7 +30,7 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
-from .paper_tables import paper_tables
+from .paper_tables import paper_tables, query_weighted_ratio
 from .stored import stored_classes, stored_function_ratios, stored_steps
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
@@ -161,14 +161,18 @@ def variant_order(names: Iterable[str], baseline: str = "native") -> list[str]:
     return first + sorted(rest, key=lambda n: (n not in rank, rank.get(n, 0), names.index(n)))
 
 
-def function_ratios(catalog_spec: str, variants: Sequence[str],
-                    baseline: str = "native") -> tuple[dict[str, float], list[str]]:
-    """variant -> ``function_count(variant) / function_count(native)`` on the study's catalog
-    (``Codec.function_count``: every distinct tool of the variant, catalog-scope tools once), the
-    x-axis of Figure 3. For per-domain variants this equals the paper's query-weighted mean of
-    per-domain ratios up to the weighting. Variants not in the registry are skipped with a note."""
+def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = "native",
+                    weights: Mapping[str, float] | None = None,
+                    steps: Mapping[str, Sequence[Any]] | None = None) -> tuple[dict[str, float], list[str]]:
+    """variant -> the x-axis of Figure 3 on the study's catalog: with ``weights`` (domain ->
+    the study's tasks there), the paper's query-weighted mean over domains of the functions an
+    episode sees per native function (:func:`~toolbias.report.paper_tables.query_weighted_ratio`);
+    without, ``function_count(variant) / function_count(native)`` (every distinct tool once).
+    A variant is built from its stored ``steps`` (``[[op, params], ...]`` as the study ran it),
+    else from the registry; one with neither is skipped with a note."""
     from ..catalog import load_catalog
     from ..codec import Codec
+    from ..variant_spec import VariantSpec
     from ..variants import build_codec, get_variant
 
     notes: list[str] = []
@@ -182,11 +186,15 @@ def function_ratios(catalog_spec: str, variants: Sequence[str],
     out: dict[str, float] = {}
     for name in variants:
         try:
-            codec = build_codec(catalog, get_variant(name))
+            ran = (steps or {}).get(name)
+            spec = (VariantSpec(name, tuple({"op": op, **(params or {})} for op, params in ran))
+                    if ran is not None else get_variant(name))
+            codec = build_codec(catalog, spec)
         except ToolbiasError:
             notes.append(f"variant '{name}' is not in the registry: no function-count ratio")
             continue
-        out[name] = codec.function_count() / native
+        weighted = query_weighted_ratio(codec, weights) if weights else None
+        out[name] = weighted if weighted is not None else codec.function_count() / native
     return out, notes
 
 
@@ -240,10 +248,15 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     steps, more = stored_steps(metas, all_studies, variants)
     notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
-    missing = [v for v in task_variants if v not in ratios]
+    weights = ({str(d): float(n) for d, n in df.groupby("domain")["task_id"].nunique().items()}
+               if len(df) and "domain" in df else None)  # queries per domain: Figure 3's weights
+    # the paper's query-weighted ratio needs per-domain counts: rebuilt (from the stored steps) where
+    # the catalog loads; the stored whole-catalog ratio otherwise
+    missing = task_variants if weights else [v for v in task_variants if v not in ratios]
     if spec and missing:
-        rebuilt, more = function_ratios(spec, missing, settings.baseline)
-        ratios = {v: ratios[v] if v in ratios else rebuilt[v] for v in task_variants if v in ratios or v in rebuilt}
+        rebuilt, more = function_ratios(spec, missing, settings.baseline, weights, steps)
+        ratios = {v: ratios[v] if v not in rebuilt else rebuilt[v] for v in task_variants
+                  if v in ratios or v in rebuilt}
         notes.extend(more)
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codec import Codec
 from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, bootstrap_ci, group_rows, task_success
 
 #: Table 6 arm -> variant names (registry, artifact spec file)
@@ -54,6 +55,21 @@ CLASS_CONTROLS: dict[str, tuple[str, ...]] = {
 }
 
 PerTask = dict[str, float]
+
+
+def query_weighted_ratio(codec: Codec, weights: Mapping[str, float]) -> float | None:
+    """Figure 3's x-axis as the paper defines it: each domain's ratio of the functions an
+    episode there sees under the variant to its native functions, averaged over domains
+    weighted by their queries (``weights``: domain -> number of tasks). None without weights."""
+    total = sum(w for d, w in weights.items() if w > 0)
+    if total <= 0:
+        return None
+    acc = 0.0
+    for d, w in weights.items():
+        native = len(codec.catalog.domain(d).tools)
+        if w > 0 and native:
+            acc += w * len(codec.tools_for(d)) / native
+    return acc / total
 
 
 @dataclass
@@ -215,4 +231,4 @@ def _cond(r: Mapping[str, Any]) -> str:
 
 
 __all__ = ["CLASS_CONTROLS", "CONVENTION_TARGETS", "MERGE_ENCODINGS", "class_controls", "convention_mixture",
-           "merge_encodings", "paper_tables", "table_rows"]
+           "merge_encodings", "paper_tables", "query_weighted_ratio", "table_rows"]

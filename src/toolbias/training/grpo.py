@@ -30,6 +30,7 @@ Heavy packages (torch, transformers, trl, datasets) are imported only when used;
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.model import Task
@@ -140,62 +141,81 @@ class Rollout:
         args = trainer.args
         budget = int(args.max_completion_length or 1024)
         per_turn = int(self.max_turn_tokens or budget)
-        out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                                     "env_reward": [], "env_turns": [], "env_rejections": []}
-        self.last = []
+        episodes = []
+        for prompt in prompts:
+            env = self.env_for(prompt)
+            ids = tokenizer(_render(tokenizer, env.messages, env.tools, generation=True),
+                            add_special_tokens=False)["input_ids"]
+            episodes.append(_Episode(env, ids))
         was_training = model.training
         model.eval()
         try:
-            for prompt in prompts:
-                env = self.env_for(prompt)
-                self._play(env, model, tokenizer, args, torch, budget, per_turn, out)
-                self.last.append(env)
+            while True:  # one batched generation per turn over the episodes still running
+                running = [e for e in episodes if not e.env.done and len(e.completion) < budget]
+                if not running:
+                    break
+                self._turn(running, model, tokenizer, args, torch, budget, per_turn)
         finally:
             if was_training:
                 model.train()
-        out["logprobs"] = None  # type: ignore[assignment]  # the trainer recomputes them
-        return out
+        self.last = [e.env for e in episodes]
+        for e in episodes:
+            e.env.done = True
+            e.env._finish()
+        return {"prompt_ids": [e.prompt_ids for e in episodes],
+                "completion_ids": [e.completion[:budget] for e in episodes],
+                "logprobs": None,  # the trainer recomputes them
+                "env_mask": [e.mask[:budget] for e in episodes],
+                "env_reward": [e.env.reward() for e in episodes],
+                "env_turns": [e.env.record.turns for e in episodes],
+                "env_rejections": [e.env.record.rejections for e in episodes]}
 
-    def _play(self, env: ToolEnv, model: Any, tokenizer: Any, args: Any, torch: Any, budget: int, per_turn: int,
-              out: dict[str, list[Any]]) -> None:
-        eos = tokenizer.eos_token or ""
-        prompt_text = _render(tokenizer, env.messages, env.tools, generation=True)
-        prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-        completion: list[int] = []
-        mask: list[int] = []
-        while not env.done and len(completion) < budget:
-            context = torch.tensor([prompt_ids + completion])
-            with torch.no_grad():
-                generated = model.generate(
-                    context, attention_mask=torch.ones_like(context), do_sample=True,
-                    temperature=float(getattr(args, "temperature", 1.0) or 1.0),
-                    max_new_tokens=min(per_turn, budget - len(completion)),
-                    eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-            new = generated[0, context.shape[1]:].tolist()
-            completion += new
-            mask += [1] * len(new)
-            before = _render(tokenizer, env.messages, env.tools, generation=False)
-            env.step(tokenizer.decode(new, skip_special_tokens=True))
-            truncated = not new or new[-1] != tokenizer.eos_token_id
-            if env.done or truncated or len(completion) >= budget:
-                break
-            after = _render(tokenizer, env.messages, env.tools, generation=True)
+    def _turn(self, running: list[_Episode], model: Any, tokenizer: Any, args: Any, torch: Any, budget: int,
+              per_turn: int) -> None:
+        """Generate the next turn of every running episode (left-padded batch), play it in its
+        environment, and append the environment's answer as masked tokens."""
+        pad = tokenizer.pad_token_id
+        contexts = [e.prompt_ids + e.completion for e in running]
+        width = max(len(c) for c in contexts)
+        ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts])
+        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+        room = [min(per_turn, budget - len(e.completion)) for e in running]
+        with torch.no_grad():
+            generated = model.generate(ids, attention_mask=attention, do_sample=True,
+                                       temperature=float(getattr(args, "temperature", 1.0) or 1.0),
+                                       max_new_tokens=max(room), eos_token_id=tokenizer.eos_token_id,
+                                       pad_token_id=pad)
+        eos_id, eos = tokenizer.eos_token_id, tokenizer.eos_token or ""
+        for e, row, limit in zip(running, generated[:, width:].tolist(), room, strict=True):
+            new = row[:row.index(eos_id) + 1] if eos_id in row else row
+            new = new[:limit]
+            e.completion += new
+            e.mask += [1] * len(new)
+            before = _render(tokenizer, e.env.messages, e.env.tools, generation=False)
+            e.env.step(tokenizer.decode(new, skip_special_tokens=True))
+            if e.env.done or not new or new[-1] != eos_id or len(e.completion) >= budget:
+                e.env.done = True  # answered, truncated or out of tokens: the episode ends here
+                continue
+            after = _render(tokenizer, e.env.messages, e.env.tools, generation=True)
             cut = before.rfind(eos) + len(eos) if eos and eos in before else len(before)
             if not after.startswith(before[:cut]):
                 raise ToolbiasError("the chat template re-renders earlier turns differently once tool results "
                                     "follow, so a multi-turn rollout cannot extend its tokens",
                                     fix="use a model whose chat template is prefix-preserving (Qwen, Llama 3)")
             reply = tokenizer(after[cut:], add_special_tokens=False)["input_ids"]
-            completion += reply
-            mask += [0] * len(reply)
-        env.done = True
-        env._finish()
-        out["prompt_ids"].append(prompt_ids)
-        out["completion_ids"].append(completion[:budget])
-        out["env_mask"].append(mask[:budget])
-        out["env_reward"].append(env.reward())
-        out["env_turns"].append(env.record.turns)
-        out["env_rejections"].append(env.record.rejections)
+            e.completion += reply
+            e.mask += [0] * len(reply)
+
+
+@dataclass
+class _Episode:
+    """One rollout in progress: its environment, prompt tokens, and completion tokens with the
+    mask that tells the policy's tokens (1) from the environment's (0)."""
+
+    env: ToolEnv
+    prompt_ids: list[int]
+    completion: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
 
 
 def _render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]],

@@ -1,0 +1,70 @@
+"""What ``toolbias run`` shows while and after it plays: a progress bar with an ETA and a live
+success count, then the study's finding in one sentence and where its HTML report is."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..report.finding import Finding, study_finding
+from ..runner import Progress as RunProgress
+from ..runner import ProgressFn
+from ..store import Store
+
+#: above this many episodes the finding is left to ``toolbias report`` (its bootstrap takes a while)
+FINDING_MAX_EPISODES = 20_000
+
+
+@contextmanager
+def progress_bar(console: Console) -> Iterator[ProgressFn]:
+    """A live bar: episodes done of the total, successes so far (count and rate), episodes per
+    second, elapsed time and the estimated time left. Yields the runner's progress callback."""
+    columns = (TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("success {task.fields[succ]}"), TextColumn("{task.fields[rate]}"),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task_id = bar.add_task("episodes", total=None, rate="", succ="-")
+
+        def on_progress(p: RunProgress) -> None:
+            ran = p.done - p.skipped
+            elapsed = max(time.perf_counter() - p.started, 1e-9)
+            succ = f"{p.successes}/{p.done} ({100 * p.successes / p.done:.0f}%)" if p.done else "-"
+            per_s = ran / elapsed
+            rate = f"{per_s:.1f} ep/s" if per_s >= 1 else (f"{elapsed / ran:.0f} s/ep" if ran else "")
+            bar.update(task_id, total=p.total, completed=p.done, rate=rate, succ=succ)
+
+        yield on_progress
+
+
+def finding_of(store: Store, study: str, baseline: str = "native") -> Finding | None:
+    """The study's headline variant-minus-baseline difference (None: no paired difference, or a
+    study too large to bootstrap here)."""
+    rows: list[dict[str, Any]] = []
+    for r in store.rows(study=study, status="done", with_record=False):
+        if len(rows) == FINDING_MAX_EPISODES:
+            return None
+        rows.append(r.__dict__)
+    return study_finding(rows, baseline=baseline)
+
+
+def print_finding(console: Console, found: Finding | None, html: Path | None) -> None:
+    """The finding as one plain sentence, then the report's path."""
+    if found is not None:
+        console.print(("finding: " if found.significant else "") + found.sentence(), highlight=False,
+                      soft_wrap=True)
+    if html is not None:
+        console.print(f"report: {html}  (episodes, failure modes and intervals; open it in a browser)",
+                      highlight=False, soft_wrap=True)
