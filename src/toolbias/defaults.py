@@ -108,7 +108,8 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                  turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
                  concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                  study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = (), match: MatchRule | str | None = None) -> StudyConfig:
+                 base_urls: Sequence[str] = (), user_model: str | None = None,
+                 match: MatchRule | str | None = None) -> StudyConfig:
     """The study these options describe, the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
     ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
@@ -129,7 +130,7 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
-                       match=None if match in (None, "auto") else MatchRule(match))
+                       user_model=user_model, match=None if match in (None, "auto") else MatchRule(match))
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",

@@ -11,11 +11,11 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from .catalog.model import Catalog, NativeAction, Task
 from .codec import Codec, Control, Decoded, Outcome
-from .env import EpisodeEnvironment, make_environment
+from .env import make_environment
 from .instructions import variant_instructions
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
@@ -108,6 +108,9 @@ class EpisodeRecord:
     model_latency_s: float = 0.0
     wall_s: float = 0.0
     recovered_calls: int = 0
+    #: an external evaluator's verdict (``{"reward": r, ...}``, e.g. tau2-bench's), when the
+    #: environment has one: success is then ``reward == 1``
+    evaluation: dict[str, Any] | None = None
     #: the task's answer sets (``Task.meta["accept"]``), if any, and the match rule (toolbias.success)
     accept: list[dict[str, Any]] | None = None
     match: str = MatchRule.EXACT.value
@@ -129,6 +132,7 @@ class EpisodeRecord:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens, "model_latency_s": self.model_latency_s,
             "wall_s": self.wall_s, "recovered_calls": self.recovered_calls,
+            **({"evaluation": self.evaluation} if self.evaluation is not None else {}),
             # only when they say something: records of the default rule keep their old form
             **({"accept": self.accept} if self.accept else {}),
             **({"match": self.match} if self.match != MatchRule.EXACT.value else {}),
@@ -150,35 +154,57 @@ def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeCo
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def _tool_message(decoded: Decoded, results: list[dict[str, Any]]) -> str:
+def _tool_message(decoded: Decoded, results: list[dict[str, Any]], env: Any = None) -> str:
     if decoded.outcome is Outcome.REJECTION:
         return f"Error: {decoded.message}"
     if decoded.outcome is Outcome.REPLY:
         return _to_json(decoded.reply)
+    text = getattr(env, "tool_text", None)  # an environment whose tools answer in their own words
+    if text is not None:
+        return str(text(results))
     body: Any = results[0] if len(results) == 1 else results
     return _to_json(body)
 
 
-async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: EpisodeConfig) -> EpisodeRecord:
+class User(Protocol):
+    """The other side of a multi-turn task (a user simulator): opens the conversation and
+    answers each agent reply; ``None`` ends the conversation. May raise InfraError."""
+
+    async def open(self) -> str: ...
+
+    async def respond(self, messages: list[Message]) -> str | None: ...
+
+
+async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: EpisodeConfig, *,
+                      env: Any = None, user: User | None = None) -> EpisodeRecord:
     """Play one task on one variant. Never raises for model behaviour; provider
-    failures end the episode with ``Termination.INFRA_ERROR``."""
+    failures end the episode with ``Termination.INFRA_ERROR``.
+
+    ``env``: the environment the decoded native actions run in (default: the state engine of
+    the task's domain); it may also word tool messages (``tool_text(results)``) and judge the
+    episode (``evaluate(record) -> {"reward": ...}``). ``user``: a user simulator for
+    multi-turn tasks; without one the task's query is the only user message."""
     started = time.perf_counter()
     catalog = codec.catalog
     agent = model.for_episode(task, codec)
     session = codec.session(task.domain, config.control)
-    env = make_environment(catalog, task)
+    env = env if env is not None else make_environment(catalog, task)
     tools = codec.schema(task.domain)
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
                         control=config.control.value, condition=config.condition_label, query=task.query,
                         gold=list(task.gold), accept=_accept(task), match=config.match.value)
-    messages: list[Message] = [
-        {"role": "system", "content": system_message(codec, catalog, task, config)},
-        {"role": "user", "content": task.query},
-    ]
+    messages: list[Message] = [{"role": "system", "content": system_message(codec, catalog, task, config)}]
+    rec.messages = messages
+    try:
+        messages.append({"role": "user", "content": await user.open() if user is not None else task.query})
+    except InfraError as exc:
+        rec.termination, rec.infra_error = Termination.INFRA_ERROR, f"user simulator: {exc}"
+        rec.wall_s = time.perf_counter() - started
+        return rec
     rec.termination = Termination.TURN_LIMIT
     # multi-turn tasks (BFCL multi-turn): later user turns, each fed when the agent answers the
     # one before without a tool call; the turn limit applies to each user turn
-    pending = [str(t) for t in task.meta.get("turns") or []]
+    pending = [str(t) for t in task.meta.get("turns") or []] if user is None else []
     end_turn = getattr(env, "end_turn", None)
     turn, used = -1, 0
     while used < config.turn_limit:
@@ -212,8 +238,16 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
                 messages.append({"role": "user", "content": pending.pop(0)})
                 used = 0
                 continue
-            rec.termination = Termination.ANSWERED
-            break
+            try:
+                reply = await user.respond(messages) if user is not None else None
+            except InfraError as exc:
+                rec.termination, rec.infra_error = Termination.INFRA_ERROR, f"user simulator: {exc}"
+                break
+            if reply is None:
+                rec.termination = Termination.ANSWERED
+                break
+            messages.append({"role": "user", "content": reply})
+            continue
         for tc in out.tool_calls:  # parallel calls are handled in order
             messages.append(apply_call(rec, turn, tc, session, env))
     rec.flags.extend(session.finish())
@@ -221,6 +255,9 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     if check is not None:
         rec.state_check = check()
     rec.messages = messages
+    evaluate = getattr(env, "evaluate", None)
+    if evaluate is not None and rec.termination is not Termination.INFRA_ERROR:
+        rec.evaluation = evaluate(rec)
     rec.wall_s = time.perf_counter() - started
     return rec
 
@@ -230,7 +267,7 @@ def _accept(task: Task) -> list[dict[str, Any]] | None:
     return list(accept) if isinstance(accept, list) and accept else None
 
 
-def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: EpisodeEnvironment) -> Message:
+def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Any) -> Message:
     """Decode one model call in ``session``, execute what it decodes to in ``env``, record it on
     ``rec`` and return the tool message the model reads (the RL environment shares this step)."""
     if tc.arguments is None:
@@ -243,6 +280,6 @@ def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: E
     results = [env.execute(a, trusted=True) for a in decoded.actions] if native else []
     rec.executed.extend(a for a, r in zip(decoded.actions, results, strict=False) if r.get("ok"))
     rec.flags.extend(decoded.flags)
-    msg = _tool_message(decoded, results)
+    msg = _tool_message(decoded, results, env)
     rec.calls.append(CallRecord(turn, tc, decoded, results, msg))
     return {"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": msg}

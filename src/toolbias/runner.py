@@ -11,6 +11,7 @@ forked worker processes, one per core; this process stays the one writer of the 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import random
 import time
 from collections import defaultdict
@@ -71,6 +72,9 @@ class StudyConfig:
     #: per core for plans of MIN_FORKED_EPISODES or more; 1, this process only. Not part of the
     #: study's identity: a study may resume with another count.
     workers: int | None = None
+    #: the user simulator of multi-turn catalogs (tau2:...): a model spec; None: the catalog's
+    #: scripted user (opens with the task's request, ends at the agent's first answer)
+    user_model: str | None = None
 
     @property
     def condition_label(self) -> str:
@@ -96,6 +100,19 @@ class Study:
     settings_hash: str
     #: the provider's own cap on episodes in flight (the embedded model: 1)
     max_concurrency: int | None = None
+    #: the user simulator (``StudyConfig.user_model``), for catalogs with their own episodes
+    user: ModelAPI | None = None
+
+    def episode_parts(self, task: Task) -> dict[str, Any]:
+        """``env`` and ``user`` for :func:`run_episode` from the catalog's episode hook
+        (``Catalog.meta["episode"]``, ``"module:factory"``; tau2-bench), else nothing."""
+        hook = self.catalog.meta.get("episode")
+        if not hook:
+            return {}
+        module, _, attr = str(hook).partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        parts: dict[str, Any] = factory(self.catalog, task, self.user)
+        return parts
 
     @property
     def classes(self) -> dict[str, str]:
@@ -239,7 +256,11 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": model_behaviour(provider), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
-    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency)
+    user = None
+    if cfg.user_model:
+        settings["user_model"] = cfg.user_model
+        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=cfg.concurrency, cache=cache)
+    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user)
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
@@ -294,6 +315,7 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
     def __init__(self, study: Study, episode_cfg: EpisodeConfig) -> None:
         self.study, self.episode_cfg = study, episode_cfg
         self.cpu_bound = _forkable(study.model)
+        self.hooked = bool(study.catalog.meta.get("episode"))
         self.stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
         self._before: WrapperStats | None = None
 
@@ -301,6 +323,9 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
         return item[0]
 
     async def run_one(self, item: PlanItem, key: str) -> EpisodeRecord:
+        if self.hooked:  # a catalog with its own environment and user (tau2-bench)
+            return await run_episode(item[2], item[1], self.study.model, self.episode_cfg,
+                                     **self.study.episode_parts(item[2]))
         return await run_episode(item[2], item[1], self.study.model, self.episode_cfg)
 
     def row(self, item: PlanItem, key: str, result: EpisodeRecord) -> tuple[Any, ...]:
@@ -343,6 +368,8 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
         await play(jobs, todo, writer, concurrency=concurrency, workers=worker_count(study, len(todo)))
     finally:
         await study.model.aclose()
+        if study.user is not None:
+            await study.user.aclose()
     return prog
 
 

@@ -246,10 +246,24 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     if isinstance(rec, Mapping):
         return _score_stored(rec, classes)
     infra = rec.termination.value == "infra_error"
-    if not infra and rec.state_check is None and _same_actions(rec.executed, rec.gold):  # the gold, as given: success without any keys
+    verdict = _verdict(getattr(rec, "evaluation", None), getattr(rec, "state_check", None))
+    judged = verdict is not None and not infra
+    if judged and verdict:
+        return True, None
+    if not judged and not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
-                  rec.rejections, rec.calls, classes, (rec.accept, rec.match, rec.state_check))
+                  rec.rejections, rec.calls, classes, judged, (rec.accept, rec.match))
+
+
+def _verdict(evaluation: Any, state_check: Any) -> bool | None:
+    """An environment's own verdict on an episode (None: it gave none): tau2-bench's reward of 1,
+    or BFCL multi-turn's state check passing on every turn."""
+    if isinstance(evaluation, Mapping):
+        return float(evaluation.get("reward") or 0.0) >= 1.0
+    if isinstance(state_check, Mapping):
+        return bool(state_check.get("ok"))
+    return None
 
 
 def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
@@ -263,23 +277,30 @@ def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
     infra = d["termination"] == "infra_error"
-    if not infra and "state_check" not in d and same_json(d["executed"], d["gold"]):  # success under every rule
+    # an environment with its own evaluator (tau2-bench's reward, BFCL multi-turn's state check)
+    # decides success; the failure analysis below still names what went wrong
+    verdict = _verdict(d.get("evaluation"), d.get("state_check"))
+    judged = verdict is not None and not infra
+    if judged and verdict:
+        return True, None
+    if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
     calls = d.get("calls", [])
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
     return _score(infra, d["termination"], [NativeAction.from_dict(a) for a in d["executed"]],
                   [NativeAction.from_dict(a) for a in d["gold"]], [f["kind"] for f in d.get("flags", [])],
-                  rejections, calls, classes, (d.get("accept"), d.get("match"), d.get("state_check")))
+                  rejections, calls, classes, judged, (d.get("accept"), d.get("match")))
 
 
 def _score(infra: bool, termination: str, executed: Sequence[NativeAction], gold: Sequence[NativeAction],
            flags: Sequence[str], rejections: int, calls: Sequence[Any],
-           classes: Mapping[str, str] | None, rule: tuple[Any, Any, Any] = (None, None, None),
-           ) -> tuple[bool, FailureMode | None]:
-    """``rule``: the record's answer sets, match rule and state check (:func:`toolbias.success.succeeded`)."""
+           classes: Mapping[str, str] | None, judged: bool = False,
+           rule: tuple[Any, Any] = (None, None)) -> tuple[bool, FailureMode | None]:
+    """``judged``: an external evaluator already said the episode failed; ``rule``: the record's
+    answer sets and match rule (:func:`toolbias.success.succeeded`)."""
     key = memo_keys()
-    accept, match, state = rule
-    ok = not infra and succeeded(executed, gold, accept, match or MatchRule.EXACT, state)
+    accept, match = rule
+    ok = not infra and not judged and succeeded(executed, gold, accept, match or MatchRule.EXACT)
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     route_classes, gold_classes = suspect_routes(routed_calls(calls), gold, executed, classes, key)

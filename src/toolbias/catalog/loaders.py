@@ -27,6 +27,7 @@ CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
     "bfcl": "toolbias.catalog.bfcl:load_bfcl_spec",
     # BFCL multi-turn: needs bfcl-eval (extra "bfcl"), imported by the loader itself when first used
     "bfcl-multi": Plugin("toolbias.catalog.bfcl_multi:load_bfcl_multi", extra="bfcl"),
+    "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
 }, error=CatalogError)
 
 

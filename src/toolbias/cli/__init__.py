@@ -15,7 +15,7 @@ import click
 from ..errors import ToolbiasError
 
 #: command modules, in help order
-COMMAND_MODULES = ("catalog", "variants", "run", "report", "select", "train", "recommend")
+COMMAND_MODULES = ("catalog", "variants", "run", "report", "select", "train", "recommend", "proxy")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "TOOLBIAS"})

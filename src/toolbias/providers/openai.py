@@ -7,7 +7,9 @@ local servers ignore it). Several base URLs (a list, or one string separated by
 commas) share the load: each request goes to the next URL in turn, so a retried
 request lands on another replica.
 
-- The SDK's own retries are off (``max_retries=0``): the wrapper retries.
+- Requests go straight through one pooled ``aiohttp`` session per event loop (the openai
+  SDK's httpx client path cost ~40x the CPU per request at 64 in flight); no retries here:
+  the wrapper retries.
 - Responses map to :class:`ModelOutput` with calls from ``tool_calls``. When a server
   returns no ``tool_calls`` but the text holds calls (a server without a tool
   parser), they are recovered by :mod:`.textcalls` and ``recovered`` is set.
@@ -81,12 +83,6 @@ def parse_retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _import_openai() -> Any:
-    import openai  # a core dependency
-
-    return openai
-
-
 class OpenAIProvider(ModelAPI):
     """``openai:<model>`` against one or more OpenAI-compatible base URLs.
 
@@ -130,7 +126,9 @@ class OpenAIProvider(ModelAPI):
         self.timeout = float(timeout) if timeout else 120.0
         self.max_connections = int(max_connections) if max_connections else 256
         self.extra_body = dict(extra_body) if extra_body else None
-        self._clients: dict[str, Any] = {}
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self._clients: dict[int, Any] = {}
+        self._tool_texts: dict[int, tuple[list[Any], str]] = {}
         self._turn = itertools.count()
 
     def __repr__(self) -> str:  # never shows the key
@@ -145,29 +143,20 @@ class OpenAIProvider(ModelAPI):
 
     # -- clients ----------------------------------------------------------------
 
-    def _client(self, url: str) -> Any:
-        # one client per event loop: a pooled connection opened under one asyncio.run() (check())
+    def http_client(self) -> Any:
+        """The pooled ``aiohttp.ClientSession`` of this event loop. Why aiohttp, not the openai
+        SDK or httpx: at 64 requests in flight httpx (httpcore 1.0) spent ~5.9 ms of CPU per
+        request in its pool, aiohttp ~0.12 ms (bench/bench_proxy.py)."""
+        # one session per event loop: a pooled connection opened under one asyncio.run() (check())
         # cannot be used under the next (run_study()) - "Event loop is closed"
-        key = f"{url}#{_loop_id()}"
+        key = _loop_id()
         client = self._clients.get(key)
         if client is None:
-            openai = _import_openai()
-            http_client = None
-            try:  # a connection pool sized for high concurrency
-                import httpx2 as httpx_mod
-            except ImportError:
-                import httpx as httpx_mod  # type: ignore[no-redef]
-            try:
-                limits = httpx_mod.Limits(max_connections=self.max_connections,
-                                          max_keepalive_connections=self.max_connections)
-                http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout)
-            except Exception:  # noqa: BLE001 - an SDK without these hooks: use its default client
-                http_client = None
-            kwargs: dict[str, Any] = {"api_key": self._api_key, "base_url": url, "max_retries": 0,
-                                      "timeout": self.timeout}
-            if http_client is not None:
-                kwargs["http_client"] = http_client
-            client = self._clients[key] = openai.AsyncOpenAI(**kwargs)
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=self.max_connections)
+            client = self._clients[key] = aiohttp.ClientSession(
+                connector=connector, headers=self._headers, timeout=aiohttp.ClientTimeout(total=self.timeout))
         return client
 
     def next_url(self) -> str:
@@ -179,14 +168,58 @@ class OpenAIProvider(ModelAPI):
         for c in clients:
             try:
                 await c.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:  # noqa: BLE001 - closing is best effort (a session of a closed loop)
                 pass
+
+    async def post_json(self, url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``url + path``; the response's JSON object, or :class:`InfraError`
+        (retryable or not, with the HTTP status when there was one)."""
+        tools = body.get("tools")
+        if isinstance(tools, list) and len(body) > 1:  # the tool list is the same object every turn: encoded once
+            rest = _dumps({k: v for k, v in body.items() if k != "tools"})
+            data = f'{rest[:-1]},"tools":{self._tools_json(tools)}}}'.encode()
+        else:
+            data = _dumps(body).encode()
+        try:
+            async with self.http_client().post(url + path, data=data) as response:
+                content = await response.read()
+                status, headers = response.status, response.headers
+        except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
+            raise self._transport_error(exc, url) from exc
+        if status >= 400:
+            raise self._status_error(status, content, headers, url)
+        try:
+            data = json.loads(content)
+        except (ValueError, RecursionError) as exc:
+            raise InfraError(f"{_redact(url)}: unreadable response: {exc}", retryable=True) from None
+        if not isinstance(data, dict):
+            raise InfraError(f"{_redact(url)}: unreadable response: not a JSON object", retryable=True)
+        return data
+
+    def _tools_json(self, tools: list[Any]) -> str:
+        """JSON of a tool list, cached by identity (codecs share one list per domain; the list
+        is kept with its text, so its id cannot be reused while cached)."""
+        hit = self._tool_texts.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            return hit[1]
+        text: str = _dumps(tools)
+        if len(self._tool_texts) >= 256:
+            self._tool_texts.clear()
+        self._tool_texts[id(tools)] = (tools, text)
+        return text
+
+    async def get_json(self, url: str, path: str) -> tuple[int, bytes]:
+        """GET ``url + path``: (status, body); transport failures raise :class:`InfraError`."""
+        try:
+            async with self.http_client().get(url + path) as response:
+                return response.status, await response.read()
+        except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
+            raise self._transport_error(exc, url) from exc
 
     # -- generation -------------------------------------------------------------
 
-    async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
-                       config: GenerateConfig) -> ModelOutput:
-        url = self.next_url()
+    def chat_request(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                     config: GenerateConfig) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": _wire_messages(messages),
                                    "temperature": config.temperature, "max_tokens": config.max_tokens}
         if config.top_p is not None:
@@ -194,38 +227,42 @@ class OpenAIProvider(ModelAPI):
         if config.seed is not None:
             request["seed"] = config.seed
         if tools:
-            request["tools"] = [t if "function" in t else {"type": "function", "function": t} for t in tools]
+            # the same list object every turn (a codec's schema: never mutated), so its JSON is cached
+            request["tools"] = tools if all("function" in t for t in tools) else \
+                [t if "function" in t else {"type": "function", "function": t} for t in tools]
             if tool_choice is not None:
                 request["tool_choice"] = tool_choice
         if self.extra_body:
-            request.update(self.extra_body)  # what create(extra_body=...) does: merged into the JSON body
+            request.update(self.extra_body)  # merged into the JSON body, as the SDK's extra_body is
+        return request
+
+    async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                       config: GenerateConfig) -> ModelOutput:
+        url = self.next_url()
+        request = self.chat_request(messages, tools, tool_choice, config)
         t0 = time.perf_counter()
-        try:
-            # post() rather than chat.completions.create(): create() re-walks messages and tools
-            # through the SDK's TypedDict transform on every request, about half of the client's
-            # CPU per turn (bench/bench_harness.py loopback); the request is plain JSON already.
-            response = await self._client(url).post("/chat/completions", body=request,
-                                                     cast_to=_import_openai().types.chat.ChatCompletion)
-        except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
-            raise self._infra_error(exc, url) from exc
+        response = await self.post_json(url, "/chat/completions", request)
         latency = time.perf_counter() - t0
         return self._to_output(response, tools, tool_choice, latency, url)
 
-    def _to_output(self, response: Any, tools: list[dict[str, Any]], tool_choice: str | None, latency: float,
-                   url: str) -> ModelOutput:
-        choices = getattr(response, "choices", None)
-        if not choices:
+    def _to_output(self, response: dict[str, Any], tools: list[dict[str, Any]], tool_choice: str | None,
+                   latency: float, url: str) -> ModelOutput:
+        choices = response.get("choices")
+        if not choices or not isinstance(choices, list):
             raise InfraError(f"{_redact(url)}: the server returned no choices", retryable=True)
-        message = getattr(choices[0], "message", None)
-        if message is None:
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
             raise InfraError(f"{_redact(url)}: the server returned a choice without a message", retryable=True)
-        content = getattr(message, "content", None)
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
         calls: list[ToolCall] = []
-        for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
-            fn = getattr(tc, "function", None)
-            name = getattr(fn, "name", None) or ""
-            raw = getattr(fn, "arguments", None)
-            call = ToolCall.from_raw(getattr(tc, "id", None) or f"call_{i}", str(name), raw)
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            if not isinstance(tc, dict):
+                continue
+            fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
+            name = fn.get("name") or ""
+            call = ToolCall.from_raw(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments"))
             if not name and call.parse_error is None:
                 call = ToolCall(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
             calls.append(call)
@@ -234,43 +271,40 @@ class OpenAIProvider(ModelAPI):
             found = find_tool_calls(content)
             if found.calls:
                 calls, content, recovered = found.calls, (found.remaining or None), True
-        usage = getattr(response, "usage", None)
-        details = getattr(usage, "prompt_tokens_details", None)
+        usage: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
+        details: dict[str, Any] = usage["prompt_tokens_details"] if isinstance(usage.get("prompt_tokens_details"), dict) \
+            else {}
         return ModelOutput(
             content=content,
             tool_calls=tuple(calls),
-            usage=Usage(prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                        cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0)),
+            usage=Usage(prompt_tokens=_int(usage.get("prompt_tokens")),
+                        completion_tokens=_int(usage.get("completion_tokens")),
+                        cached_prompt_tokens=_int(details.get("cached_tokens"))),
             latency_s=latency,
             recovered=recovered,
         )
 
-    def _infra_error(self, exc: BaseException, url: str) -> BaseException:
-        """Classify an SDK/transport exception; programming errors pass through unchanged."""
-        openai = _import_openai()
-        if isinstance(exc, openai.APITimeoutError):
+    def _transport_error(self, exc: BaseException, url: str) -> BaseException:
+        """Classify a transport exception; programming errors pass through unchanged."""
+        import aiohttp
+
+        if isinstance(exc, asyncio.TimeoutError):
             return InfraError(f"{_redact(url)}: request timed out after {self.timeout:g}s", retryable=True)
-        if isinstance(exc, openai.APIConnectionError):
-            return InfraError(f"{_redact(url)}: connection failed: {_cause(exc)}", retryable=True)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            detail = _error_detail(exc)
-            if status in (401, 403):
-                return InfraError(f"{_redact(url)}: HTTP {status}: bad API key or no access to {self.model}: {detail}",
-                                  retryable=False)
-            if status == 429:
-                return InfraError(f"{_redact(url)}: HTTP 429 rate limited: {detail}", retryable=True,
-                                  retry_after=parse_retry_after(exc.response.headers))
-            retryable = status in RETRYABLE_STATUS or status >= 500
-            return InfraError(f"{_redact(url)}: HTTP {status}: {detail}", retryable=retryable,
-                              retry_after=parse_retry_after(exc.response.headers) if retryable else None)
-        if isinstance(exc, (openai.APIResponseValidationError, openai.APIError, json.JSONDecodeError, ValueError)):
-            return InfraError(f"{_redact(url)}: unreadable response: {exc}", retryable=True)
-        httpx_errors = _transport_errors()
-        if httpx_errors and isinstance(exc, httpx_errors):
-            return InfraError(f"{_redact(url)}: transport error: {exc!r}", retryable=True)
+        if isinstance(exc, (aiohttp.ClientError, OSError)):
+            return InfraError(f"{_redact(url)}: connection failed: {type(exc).__name__}: {exc}", retryable=True)
         return exc
+
+    def _status_error(self, status: int, content: bytes, headers: Any, url: str) -> HTTPInfraError:
+        detail = _error_detail(content)
+        if status in (401, 403):
+            return HTTPInfraError(status, f"{_redact(url)}: HTTP {status}: bad API key or no access to "
+                                          f"{self.model}: {detail}", retryable=False)
+        if status == 429:
+            return HTTPInfraError(status, f"{_redact(url)}: HTTP 429 rate limited: {detail}", retryable=True,
+                                  retry_after=parse_retry_after(headers))
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        return HTTPInfraError(status, f"{_redact(url)}: HTTP {status}: {detail}", retryable=retryable,
+                              retry_after=parse_retry_after(headers) if retryable else None)
 
     # -- check ------------------------------------------------------------------
 
@@ -278,22 +312,21 @@ class OpenAIProvider(ModelAPI):
         await asyncio.gather(*(self._check_url(u) for u in self.base_urls))
 
     async def _check_url(self, url: str) -> None:
-        openai = _import_openai()
-        client = self._client(url)
         fix_url = "start the server, or fix --base-url / OPENAI_BASE_URL"
         try:
-            page = await client.models.list()
-            served = [m.id for m in getattr(page, "data", None) or []]
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status_code}): "
-                                f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
-        except openai.APIConnectionError as exc:
-            raise ProviderError(f"server at {_redact(url)} unreachable: {_cause(exc)}", fix=fix_url) from None
-        except openai.APIStatusError:
-            served = []  # no /models endpoint: probe below
-        except Exception as exc:  # noqa: BLE001 - an unreadable /models: probe below
-            del exc
-            served = []
+            status, content = await self.get_json(url, "/models")
+        except InfraError as exc:
+            raise ProviderError(f"server at {_redact(url)} unreachable: {exc}", fix=fix_url) from None
+        if status in (401, 403):
+            raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {status}): "
+                                f"{_error_detail(content)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key")
+        served: list[str] = []
+        if status == 200:
+            try:
+                data = json.loads(content)
+                served = [str(m["id"]) for m in data.get("data") or [] if isinstance(m, dict) and "id" in m]
+            except (ValueError, AttributeError, TypeError):
+                served = []  # an unreadable /models: probe below
         if served:
             if self.model not in served:
                 shown = ", ".join(sorted(served)[:20]) + (" ..." if len(served) > 20 else "")
@@ -304,24 +337,43 @@ class OpenAIProvider(ModelAPI):
 
     async def _probe(self, url: str) -> None:
         """A 1-token request, for servers without a usable /models."""
-        openai = _import_openai()
+        body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1,
+                "temperature": 0.0}
         try:
-            await self._client(url).chat.completions.create(
-                model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0.0)
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status_code}): "
-                                f"{_error_detail(exc)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
-        except openai.NotFoundError as exc:
-            raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {_error_detail(exc)}",
-                                fix="check the model name the server was started with") from None
-        except openai.APIConnectionError as exc:
-            raise ProviderError(f"server at {_redact(url)} unreachable: {_cause(exc)}",
-                                fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
-        except openai.APIStatusError as exc:
-            if exc.status_code < 500 and exc.status_code not in RETRYABLE_STATUS:
+            await self.post_json(url, "/chat/completions", body)
+        except HTTPInfraError as exc:
+            if exc.status in (401, 403):
+                raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status}): {exc}",
+                                    fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
+            if exc.status == 404:
+                raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {exc}",
+                                    fix="check the model name the server was started with") from None
+            if not exc.retryable:
                 raise ProviderError(f"the server at {_redact(url)} refused a test request for '{self.model}' "
-                                    f"(HTTP {exc.status_code}): {_error_detail(exc)}") from None
+                                    f"(HTTP {exc.status}): {exc}") from None
             # a busy or flaky server is the wrapper's business, not a configuration error
+        except InfraError as exc:
+            if "connection failed" in str(exc):
+                raise ProviderError(f"server at {_redact(url)} unreachable: {exc}",
+                                    fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
+
+
+class HTTPInfraError(InfraError):
+    """An HTTP error status from the server (``status``), classified like every InfraError."""
+
+    def __init__(self, status: int, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message, retryable=retryable, retry_after=retry_after)
+        self.status = status
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _redact(url: str) -> str:
@@ -361,8 +413,12 @@ def _wire_messages(messages: list[Message]) -> list[Message]:
     return out
 
 
-def _error_detail(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+def _error_detail(content: bytes) -> str:
+    """The message of an OpenAI-style error body (or the body's text), shortened."""
+    try:
+        body = json.loads(content)
+    except (ValueError, RecursionError):
+        return content.decode("utf-8", "replace").strip()[:500] or "(empty body)"
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
@@ -371,20 +427,4 @@ def _error_detail(exc: Any) -> str:
             return err[:500]
         if body.get("detail"):
             return str(body["detail"])[:500]
-    return str(getattr(exc, "message", None) or exc)[:500]
-
-
-def _cause(exc: BaseException) -> str:
-    inner = exc.__cause__ or exc.__context__
-    return f"{type(inner).__name__}: {inner}" if inner else str(exc)
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            mod = __import__(name)
-            errors.append(mod.TransportError)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(errors)
+    return json.dumps(body)[:500]

@@ -47,12 +47,14 @@ class _OracleEpisode(ModelAPI):
             self.turns.append(calls[done:])
             done = len(calls)
         self.sent: set[int] = set()
+        #: what the task needs said to the user (tau2-bench's communicate_info), if anything
+        self.answer = str(task.meta.get("oracle_answer") or "Done.")
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
         turn = sum(1 for m in messages if m.get("role") == "user") - 1
         if turn in self.sent or not 0 <= turn < len(self.turns) or not self.turns[turn]:
-            return ModelOutput(content="Done.")
+            return ModelOutput(content=self.answer)
         self.sent.add(turn)
         calls = tuple(ToolCall(f"call_{i}" if turn == 0 else f"call_{turn}_{i}", c.name, dict(c.arguments), json.dumps(c.arguments))
                       for i, c in enumerate(self.turns[turn]))

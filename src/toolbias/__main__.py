@@ -1,0 +1,5 @@
+"""``python -m toolbias``: the command line."""
+
+from .cli import main
+
+main()

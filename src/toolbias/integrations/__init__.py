@@ -1,0 +1,1 @@
+"""Third-party benchmarks played through toolbias's own episode loop (imported at run time)."""
