@@ -244,14 +244,20 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     if isinstance(rec, Mapping):
         return _score_stored(rec, classes)
     infra = rec.termination.value == "infra_error"
-    external = getattr(rec, "evaluation", None)
-    judged = isinstance(external, Mapping) and not infra
-    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+    judged, passed = _judged(rec.evaluation, infra)
+    if passed:
         return True, None
     if not judged and not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
                   rec.rejections, rec.calls, classes, judged)
+
+
+def _judged(external: Any, infra: bool) -> tuple[bool, bool]:
+    """(judged, passed): an environment with its own evaluator (tau2-bench) decides success; the
+    failure analysis still names what went wrong when it fails."""
+    judged = isinstance(external, Mapping) and not infra
+    return judged, judged and float(external.get("reward") or 0.0) >= 1.0
 
 
 def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
@@ -265,11 +271,8 @@ def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
     infra = d["termination"] == "infra_error"
-    # an environment with its own evaluator (tau2-bench) decides success; the failure analysis
-    # below still names what went wrong
-    external = d.get("evaluation")
-    judged = isinstance(external, Mapping) and not infra
-    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+    judged, passed = _judged(d.get("evaluation"), infra)
+    if passed:
         return True, None
     if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
