@@ -136,13 +136,16 @@ def test_faults_at_20_percent_study_completes(tmp_path: Path, catalog: Catalog, 
                                               caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="toolbias.providers")
     prog, model = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "f.db")
-    if prog.infra_errors:  # 8 failures in a row: possible (p ~ 3e-6 a turn), and then a resume finishes it
-        prog, _ = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "f.db")
+    stats = model.stats
+    for _ in range(3):  # 8 failed tries in a row (rare; likelier when a loaded machine adds timeouts):
+        if not prog.infra_errors:  # a resume re-runs those episodes; its tries count with the first run's
+            break
+        prog, again = _faulty_study(faulty_server, catalog, 60, FAST_RETRY, tmp_path / "f.db")
+        stats.add(again.stats)
     assert prog.total == 120 and prog.infra_errors == 0
     faults = sum(n for k, n in faulty_server.counts.items() if k != "reply")
     assert faults >= 10 and set(faulty_server.counts) - {"reply"} >= {"http503", "drop", "truncated"}
     # bounded: never more tries per call than the policy allows; logged: one warning per retry
-    stats = model.stats
     assert 0 < stats.retries <= stats.calls * (FAST_RETRY.attempts - 1)
     served_faults = sum(n for k, n in faulty_server.counts.items() if k != "reply")
     assert stats.retries + stats.failures >= served_faults  # every fault the server sent was a failed try
