@@ -15,6 +15,7 @@ from .episode import Condition
 from .errors import ToolbiasError
 from .providers.base import GenerateConfig
 from .runner import StudyConfig
+from .success import MatchRule
 
 #: model turns per episode and tokens per model turn, unless a default job says otherwise
 TURN_LIMIT = 16
@@ -112,10 +113,12 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                  turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
                  concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                  study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = ()) -> StudyConfig:
+                 base_urls: Sequence[str] = (), user_model: str | None = None,
+                 match: MatchRule | str | None = None) -> StudyConfig:
     """The study these options describe, the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
-    ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing)."""
+    ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
+    ``match`` None or ``"auto"``: the catalog's own success rule (toolbias.success)."""
     chosen = parse_domains(domains)
     job = default_job(model, catalog, tasks=tasks, sample=sample, domains=chosen, variants=variants, split=split)
     if job is not None:
@@ -131,7 +134,8 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                        turn_limit=turn_limit, generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
-                       study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {})
+                       study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
+                       user_model=user_model, match=None if match in (None, "auto") else MatchRule(match))
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",

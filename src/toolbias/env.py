@@ -18,11 +18,13 @@ result and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from .catalog.model import Catalog, NativeAction, Tool, json_copy
+from .catalog.model import Catalog, NativeAction, Task, Tool, json_copy
 from .catalog.validation import validate_action
+from .errors import CatalogError
+from .plugins import Plugin, Registry
 
 DEFAULT_EFFECT: Mapping[str, Any] = {"kind": "set", "target": []}
 
@@ -99,3 +101,29 @@ class Environment:
         self.log.append(action)
         return {"ok": True, "tool": tool.name, "object": obj_class, "instance": instance,
                 "state": _snapshot(obj)}
+
+
+class EpisodeEnvironment(Protocol):
+    """What an episode needs of an environment. One that also has ``end_turn()`` (called when
+    the agent ends a user turn) and ``check() -> {"ok": bool, ...}`` (its own success check,
+    stored as the record's ``state_check``) scores episodes by state."""
+
+    log: list[NativeAction]
+
+    def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]: ...
+
+
+#: environments a catalog may name in ``meta["environment"]`` (they wrap third-party code,
+#: installed as an extra, and are imported when first used)
+ENVIRONMENT_KINDS: Registry[Callable[[Catalog, Task], EpisodeEnvironment]] = Registry("environment", {
+    "bfcl-multi": Plugin("toolbias.env_bfcl:BfclMultiEnvironment", extra="bfcl"),
+}, error=CatalogError)
+
+
+def make_environment(catalog: Catalog, task: Task) -> EpisodeEnvironment:
+    """The environment ``task`` runs in: the generic state engine, or the one its catalog names."""
+    kind = catalog.meta.get("environment")
+    if not kind:
+        return Environment(catalog, task.domain)
+    factory = ENVIRONMENT_KINDS.resolve(str(kind), where=catalog.name)
+    return factory(catalog, task)

@@ -15,10 +15,11 @@ from typing import Any, Protocol
 
 from .catalog.model import Catalog, NativeAction, Task
 from .codec import Codec, Control, Decoded, Outcome
-from .env import Environment
+from .env import make_environment
 from .instructions import variant_instructions
 from .operators.base import Call, Flag
 from .providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
+from .success import MatchRule, condition_label
 
 DEFAULT_SYSTEM = (
     "You are an assistant that carries out the user's request by calling the provided tools. "
@@ -50,10 +51,20 @@ class EpisodeConfig:
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     system_prompt: str = DEFAULT_SYSTEM
+    #: the success rule episodes are scored under (toolbias.success); not part of play
+    match: MatchRule = MatchRule.EXACT
+
+    @property
+    def condition_label(self) -> str:
+        """The stored condition: the intervention, plus a non-default match rule."""
+        return condition_label(self.condition.value, self.match)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"control": self.control.value, "condition": self.condition.value, "turn_limit": self.turn_limit,
-                "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
+        out = {"control": self.control.value, "condition": self.condition.value, "turn_limit": self.turn_limit,
+               "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
+        if self.match is not MatchRule.EXACT:
+            out["match"] = self.match.value
+        return out
 
 
 @dataclass
@@ -100,6 +111,11 @@ class EpisodeRecord:
     #: an external evaluator's verdict (``{"reward": r, ...}``, e.g. tau2-bench's), when the
     #: environment has one: success is then ``reward == 1``
     evaluation: dict[str, Any] | None = None
+    #: the task's answer sets (``Task.meta["accept"]``), if any, and the match rule (toolbias.success)
+    accept: list[dict[str, Any]] | None = None
+    match: str = MatchRule.EXACT.value
+    #: an environment's own success check (BFCL multi-turn: state per user turn), if it has one
+    state_check: dict[str, Any] | None = None
 
     @property
     def rejections(self) -> int:
@@ -117,6 +133,10 @@ class EpisodeRecord:
             "cached_prompt_tokens": self.cached_prompt_tokens, "model_latency_s": self.model_latency_s,
             "wall_s": self.wall_s, "recovered_calls": self.recovered_calls,
             **({"evaluation": self.evaluation} if self.evaluation is not None else {}),
+            # only when they say something: records of the default rule keep their old form
+            **({"accept": self.accept} if self.accept else {}),
+            **({"match": self.match} if self.match != MatchRule.EXACT.value else {}),
+            **({"state_check": self.state_check} if self.state_check is not None else {}),
         }
 
 
@@ -168,11 +188,11 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     catalog = codec.catalog
     agent = model.for_episode(task, codec)
     session = codec.session(task.domain, config.control)
-    env = env if env is not None else Environment(catalog, task.domain)
+    env = env if env is not None else make_environment(catalog, task)
     tools = codec.schema(task.domain)
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
-                        control=config.control.value, condition=config.condition.value, query=task.query,
-                        gold=list(task.gold))
+                        control=config.control.value, condition=config.condition_label, query=task.query,
+                        gold=list(task.gold), accept=_accept(task), match=config.match.value)
     messages: list[Message] = [{"role": "system", "content": system_message(codec, catalog, task, config)}]
     rec.messages = messages
     try:
@@ -182,7 +202,14 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         rec.wall_s = time.perf_counter() - started
         return rec
     rec.termination = Termination.TURN_LIMIT
-    for turn in range(config.turn_limit):
+    # multi-turn tasks (BFCL multi-turn): later user turns, each fed when the agent answers the
+    # one before without a tool call; the turn limit applies to each user turn
+    pending = [str(t) for t in task.meta.get("turns") or []] if user is None else []
+    end_turn = getattr(env, "end_turn", None)
+    turn, used = -1, 0
+    while used < config.turn_limit:
+        turn += 1
+        used += 1
         tool_choice = "required" if (turn == 0 and config.condition is Condition.REQUIRED) else None
         try:
             out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
@@ -205,6 +232,12 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
             ]
         messages.append(assistant)
         if not out.tool_calls:
+            if end_turn is not None:
+                end_turn()
+            if pending:
+                messages.append({"role": "user", "content": pending.pop(0)})
+                used = 0
+                continue
             try:
                 reply = await user.respond(messages) if user is not None else None
             except InfraError as exc:
@@ -218,12 +251,20 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         for tc in out.tool_calls:  # parallel calls are handled in order
             messages.append(apply_call(rec, turn, tc, session, env))
     rec.flags.extend(session.finish())
+    check = getattr(env, "check", None)
+    if check is not None:
+        rec.state_check = check()
     rec.messages = messages
     evaluate = getattr(env, "evaluate", None)
     if evaluate is not None and rec.termination is not Termination.INFRA_ERROR:
         rec.evaluation = evaluate(rec)
     rec.wall_s = time.perf_counter() - started
     return rec
+
+
+def _accept(task: Task) -> list[dict[str, Any]] | None:
+    accept = task.meta.get("accept")
+    return list(accept) if isinstance(accept, list) and accept else None
 
 
 def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: Any) -> Message:

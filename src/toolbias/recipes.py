@@ -86,8 +86,11 @@ def expand(steps: Sequence[Mapping[str, Any]], catalog: Catalog, where: str) -> 
         if out:
             raise VariantError(f"recipe '{name}' must be the first step (it is defined on the native catalog)",
                                where=where, fix="put the recipe step first")
+        made = make(catalog, step)
+        if made.get("ops") == []:  # nothing the recipe rewrites on this catalog (a one-tool BFCL entry)
+            continue
         try:
-            imported = import_spec(make(catalog, step), name, catalog)
+            imported = import_spec(made, name, catalog)
         except VariantError as exc:
             raise VariantError(exc.what, where=f"{where}: {exc.where}" if exc.where else where, fix=exc.fix) from None
         if imported.unsupported:

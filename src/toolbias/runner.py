@@ -31,6 +31,7 @@ from .providers.base import GenerateConfig
 from .providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wrap
 from .scoring import score_record
 from .store import COLUMNS, EpisodeRow, Store, StudyMeta, VariantMeta, episode_keys, stable_hash
+from .success import MatchRule, condition_label
 from .variants import VariantSpec, build_codec, resolve_variants
 
 #: (episode key, variant codec, task): one episode of a study's plan
@@ -53,6 +54,9 @@ class StudyConfig:
     seed: int = 0
     control: Control = Control.STRICT
     condition: Condition = Condition.BASE
+    #: the success rule (toolbias.success); None: the catalog's own (``Catalog.meta["match"]``: BFCL's
+    #: is ``bfcl``), else exact. A non-default rule is part of the stored condition.
+    match: MatchRule | None = None
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     concurrency: int = 8
@@ -73,8 +77,12 @@ class StudyConfig:
     user_model: str | None = None
 
     @property
+    def condition_label(self) -> str:
+        return condition_label(self.condition.value, self.match or MatchRule.EXACT)
+
+    @property
     def study_name(self) -> str:
-        base = self.study or f"{self.model}|{self.control.value}|{self.condition.value}"
+        base = self.study or f"{self.model}|{self.control.value}|{self.condition_label}"
         if self.study is None and self.split:
             base += f"|{self.split}"
         if self.study is None and self.phrasing != "query":
@@ -124,7 +132,7 @@ class Study:
         for codec in self.codecs:
             key = episode_keys(model=cfg.model, settings_hash=self.settings_hash, catalog=cat,
                                variant=f"{codec.name}#{stable_hash(codec_steps(codec), 8)}",
-                               control=cfg.control.value, condition=cfg.condition.value, seed=cfg.seed,
+                               control=cfg.control.value, condition=cfg.condition_label, seed=cfg.seed,
                                kind=cfg.kind)
             out.extend((key(task.id), codec, task) for task in tasks)
         if cfg.shard:
@@ -144,7 +152,7 @@ class Study:
             # a variant's definition, so an edited spec file under the same name is not mixed in
             "variant_steps": {c.name: stable_hash(codec_steps(c), 8) for c in self.codecs},
             "tasks": stable_hash(sorted(t.id for t in self.tasks)),
-            "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition.value,
+            "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition_label,
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
         }
 
@@ -194,7 +202,8 @@ def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
         return list(tasks)
     strata: dict[str, dict[int, list[Task]]] = defaultdict(lambda: defaultdict(list))
     for t in sorted(tasks, key=lambda t: t.id):
-        strata[t.domain][len(t.gold)].append(t)
+        # tasks with a category (BFCL's, whose every entry is a domain of its own): by category
+        strata[str(t.meta.get("category") or t.domain)][len(t.gold)].append(t)
     rng = random.Random(seed)
     per_domain = apportion({d: sum(map(len, by_len.values())) for d, by_len in sorted(strata.items())}, n, rng)
     picked: list[Task] = []
@@ -210,9 +219,12 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     if not tasks:
         raise ToolbiasError(f"catalog '{catalog.name}' has no tasks", fix="use a catalog with a query set")
     if cfg.domains:
+        # a catalog of one domain per entry (BFCL) is chosen from by category too (--domains parallel)
+        categories = {str(t.meta["category"]) for t in tasks if t.meta.get("category")}
         for d in cfg.domains:
-            catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
-        tasks = [t for t in tasks if t.domain in cfg.domains]
+            if d not in categories:
+                catalog.domain(d)  # unknown domain: CatalogError listing the valid ones
+        tasks = [t for t in tasks if t.domain in cfg.domains or t.meta.get("category") in cfg.domains]
     if cfg.calls:
         tasks = [t for t in tasks if len(t.gold) in cfg.calls]
         if not tasks:
@@ -236,6 +248,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
     provider = model or make_provider(cfg.model, **cfg.provider_options)
     catalog = with_phrasing(catalog or load_catalog(cfg.catalog), cfg.phrasing)
+    if cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
+        cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
     specs: list[VariantSpec] = resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
@@ -337,7 +351,8 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     store.put_study_meta(study.meta())
     plan = study.plan()
     jobs = EpisodeJobs(study, EpisodeConfig(control=cfg.control, condition=cfg.condition,
-                                            turn_limit=cfg.turn_limit, generate=cfg.generate))
+                                            turn_limit=cfg.turn_limit, generate=cfg.generate,
+                                            match=cfg.match or MatchRule.EXACT))
     todo = pending(jobs, plan, store.done_keys(cfg.study_name))
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
 

@@ -1,9 +1,10 @@
 """Exact success and the failure taxonomy (paper Table 2).
 
-Normalisation before comparing actions (documented, tested): numbers compare as
-numbers (``20 == 20.0``, numeric strings are *not* numbers), strings are trimmed
-and case-folded, containers compare element-wise. Exact success: the multiset of
-executed native actions equals the gold multiset.
+Exact success: the multiset of executed native actions equals the gold multiset, values
+compared exactly as JSON values (numbers as numbers: ``20 == 20.0``; numeric strings are *not*
+numbers; strings character for character). The match rule (exact, normalised, bfcl) and a
+task's answer sets (BFCL's possible answers) are :mod:`toolbias.success`'s; a record carries
+both (``match``, ``accept``), so it is re-scored under the rule it was played under.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
-from .canonical import canonical_json, same_json
+from .canonical import same_json
 from .catalog.model import NativeAction
 from .operators.base import TRANSACTION_FLAGS, FlagKind
+from .success import MatchRule, succeeded
+from .success import action_key as action_key  # re-exported: probes and callers score with it
+from .success import normalise_value as normalise_value
 
 
 class FailureMode(str, Enum):
@@ -53,28 +57,9 @@ FAILURE_RULES: dict[FailureMode, tuple[str, str]] = {
 }
 
 
-def normalise_value(v: Any) -> Any:
-    if isinstance(v, bool) or v is None:
-        return v
-    if isinstance(v, (int, float)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, str):
-        return v.strip().casefold()
-    if isinstance(v, Mapping):
-        return {str(k): normalise_value(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [normalise_value(x) for x in v]
-    return v
-
-
-def action_key(a: NativeAction) -> str:
-    """Normalised identity of an action for exact-success comparison."""
-    return f"{a.domain}::{a.tool}{canonical_json(normalise_value(dict(a.arguments)))}"
-
-
-def exact_success(executed: Iterable[NativeAction], gold: Iterable[NativeAction]) -> bool:
-    return Counter(map(action_key, executed)) == Counter(map(action_key, gold))
+def exact_success(executed: Iterable[NativeAction], gold: Iterable[NativeAction],
+                  rule: MatchRule | str = MatchRule.EXACT) -> bool:
+    return succeeded(list(executed), list(gold), rule=rule)
 
 
 def failure_mode(*, success: bool, termination: str, flags: Sequence[str], rejections: int,
@@ -147,6 +132,7 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     if ok or mode is None:
         return []
     out = [f"{mode.value}: {FAILURE_RULES[mode][0]}"]
+    out.extend(state_check_reasons(d.get("state_check")))
     calls = d.get("calls", [])
     if d.get("termination") == "turn_limit":
         out.append(f"the agent was still calling tools after {d.get('turns', '?')} turns (the turn limit)")
@@ -180,6 +166,22 @@ def explain_failure(rec: Any, classes: Mapping[str, str] | None = None, max_item
     out.append(f"executed {len(executed)} native action(s); the task requires {len(gold)}")
     out.extend(f"missing: {a}" for a in missing)
     out.extend(f"not in the gold: {a}" for a in extra)
+    return out
+
+
+def state_check_reasons(check: Mapping[str, Any] | None) -> list[str]:
+    """The turns an environment's own state check failed (BFCL multi-turn), in words."""
+    out = []
+    for t in (check or {}).get("turns", []) if not (check or {}).get("ok") else []:
+        n = t.get("turn", 0) + 1
+        if t.get("reached") is False:
+            out.append(f"user turn {n} was never reached")
+        elif not t.get("called"):
+            out.append(f"user turn {n}: no tool call, but the turn needs some")
+        elif not t.get("state"):
+            out.append(f"user turn {n}: the state differs from the gold's in {', '.join(t.get('differences') or ['?'])}")
+        elif not t.get("results"):
+            out.append(f"user turn {n}: gold results never produced: {'; '.join(t.get('missing_results') or [])}"[:300])
     return out
 
 
@@ -244,14 +246,24 @@ def score_record(rec: Any, classes: Mapping[str, str] | None = None) -> tuple[bo
     if isinstance(rec, Mapping):
         return _score_stored(rec, classes)
     infra = rec.termination.value == "infra_error"
-    external = getattr(rec, "evaluation", None)
-    judged = isinstance(external, Mapping) and not infra
-    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+    verdict = _verdict(getattr(rec, "evaluation", None), getattr(rec, "state_check", None))
+    judged = verdict is not None and not infra
+    if judged and verdict:
         return True, None
     if not judged and not infra and _same_actions(rec.executed, rec.gold):  # the gold, as given
         return True, None
     return _score(infra, rec.termination.value, rec.executed, rec.gold, [f.kind.value for f in rec.flags],
-                  rec.rejections, rec.calls, classes, judged)
+                  rec.rejections, rec.calls, classes, judged, (rec.accept, rec.match))
+
+
+def _verdict(evaluation: Any, state_check: Any) -> bool | None:
+    """An environment's own verdict on an episode (None: it gave none): tau2-bench's reward of 1,
+    or BFCL multi-turn's state check passing on every turn."""
+    if isinstance(evaluation, Mapping):
+        return float(evaluation.get("reward") or 0.0) >= 1.0
+    if isinstance(state_check, Mapping):
+        return bool(state_check.get("ok"))
+    return None
 
 
 def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
@@ -265,11 +277,11 @@ def _same_actions(a: Sequence[NativeAction], b: Sequence[NativeAction]) -> bool:
 
 def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tuple[bool, FailureMode | None]:
     infra = d["termination"] == "infra_error"
-    # an environment with its own evaluator (tau2-bench) decides success; the failure analysis
-    # below still names what went wrong
-    external = d.get("evaluation")
-    judged = isinstance(external, Mapping) and not infra
-    if isinstance(external, Mapping) and judged and float(external.get("reward") or 0.0) >= 1.0:
+    # an environment with its own evaluator (tau2-bench's reward, BFCL multi-turn's state check)
+    # decides success; the failure analysis below still names what went wrong
+    verdict = _verdict(d.get("evaluation"), d.get("state_check"))
+    judged = verdict is not None and not infra
+    if judged and verdict:
         return True, None
     if not judged and not infra and same_json(d["executed"], d["gold"]):  # the gold, as given: success without any keys
         return True, None
@@ -277,15 +289,18 @@ def _score_stored(d: Mapping[str, Any], classes: Mapping[str, str] | None) -> tu
     rejections = sum(1 for c in calls if c.get("decoded") is None or c["decoded"]["outcome"] == "rejection")
     return _score(infra, d["termination"], [NativeAction.from_dict(a) for a in d["executed"]],
                   [NativeAction.from_dict(a) for a in d["gold"]], [f["kind"] for f in d.get("flags", [])],
-                  rejections, calls, classes, judged)
+                  rejections, calls, classes, judged, (d.get("accept"), d.get("match")))
 
 
 def _score(infra: bool, termination: str, executed: Sequence[NativeAction], gold: Sequence[NativeAction],
            flags: Sequence[str], rejections: int, calls: Sequence[Any],
-           classes: Mapping[str, str] | None, judged: bool = False) -> tuple[bool, FailureMode | None]:
-    """``judged``: an external evaluator already said the episode failed."""
+           classes: Mapping[str, str] | None, judged: bool = False,
+           rule: tuple[Any, Any] = (None, None)) -> tuple[bool, FailureMode | None]:
+    """``judged``: an external evaluator already said the episode failed; ``rule``: the record's
+    answer sets and match rule (:func:`toolbias.success.succeeded`)."""
     key = memo_keys()
-    ok = not infra and not judged and Counter(map(key, executed)) == Counter(map(key, gold))
+    accept, match = rule
+    ok = not infra and not judged and succeeded(executed, gold, accept, match or MatchRule.EXACT)
     if ok:  # no failure mode to find: skip the failure analysis (most of scoring's cost)
         return True, None
     route_classes, gold_classes = suspect_routes(routed_calls(calls), gold, executed, classes, key)

@@ -14,6 +14,7 @@ from .catalog.model import Catalog
 from .codec import Codec
 from .compose import compose
 from .errors import VariantError
+from .isolated import IsolatedCodec, isolated
 from .recipes import expand
 from .registry import REGISTRY
 from .variant_spec import VariantSpec
@@ -21,7 +22,14 @@ from .variant_spec import VariantSpec
 
 def build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     """Apply ``spec``'s steps to ``catalog`` (a recipe step first expanded into the steps its rule
-    gives on this catalog); refuse unknown ops and impossible compositions."""
+    gives on this catalog); refuse unknown ops and impossible compositions. On a catalog of
+    isolated domains (BFCL entries) the variant is built per domain (:mod:`toolbias.isolated`)."""
+    if isolated(catalog):
+        return IsolatedCodec(catalog, spec.name, lambda one: _build_codec(one, spec))
+    return _build_codec(catalog, spec)
+
+
+def _build_codec(catalog: Catalog, spec: VariantSpec) -> Codec:
     where = f"{spec.source}: variant '{spec.name}'" if spec.source else f"variant '{spec.name}'"
     steps = spec.steps
     if any(s.get("op") == "recipe" for s in steps):  # steps a rule gives on this catalog (the paper's composed)

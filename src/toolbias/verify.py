@@ -38,6 +38,7 @@ from .catalog.model import Catalog, NativeAction, Tool
 from .catalog.validation import validate_action
 from .codec import Codec, Decoded, Outcome
 from .errors import ToolbiasError
+from .isolated import IsolatedCodec
 from .names import is_tool_name
 from .operators.base import Call
 from .variants import VariantSpec, build_codec, registry
@@ -104,7 +105,8 @@ def schema_cuts(codec: Codec) -> dict[str, list[float]]:
     ``<op>::<arg>`` key): an interval split's ranges become cut points to test."""
     found: dict[str, set[float]] = {}
     seen: set[int] = set()
-    for layer in codec.layers:
+    layers = [la for _, c in codec.subs() for la in c.layers] if isinstance(codec, IsolatedCodec) else codec.layers
+    for layer in layers:
         for t in layer.tools:
             if id(t) in seen:
                 continue

@@ -78,22 +78,28 @@ def test_load_small_folder(tmp_path: Path) -> None:
         {"id": "simple_3", "ground_truth": [{"geo.area": {"r": ["two"]}}]},      # fails the schema
         {"id": "simple_4", "ground_truth": [{"nope": {"r": [1]}}]},              # unknown function
     ])
-    cat = load_bfcl(tmp_path)
+    cat = load_bfcl(tmp_path, per_entry=False)
     assert [d.name for d in cat.domains] == ["simple"]
     names = [t.name for t in cat.domains[0].tools]
     assert names == ["math_factorial", "math_factorial_2", "geo_area"]
     assert cat.meta["bfcl"]["names"]["simple::math_factorial_2"] == "math.factorial"
-    assert [t.id for t in cat.tasks] == ["simple_0", "simple_1"]
+    assert [t.id for t in cat.tasks] == ["simple_0", "simple_1", "simple_2"]
     t1 = cat.tasks[1]
     assert [(a.tool, dict(a.arguments)) for a in t1.gold] == [("math_factorial_2", {"number": 5}),
                                                               ("geo_area", {"r": 2.5})]
     assert t1.meta["functions"] == ["math_factorial_2", "geo_area"] and t1.query == "what is 5!"
-    assert cat.meta["bfcl"]["skipped"] == {"required parameter may be omitted (ambiguous)": 1,
-                                           "gold fails the schema (wrong_type)": 1,
+    assert t1.meta["accept"] == [{"tool": "math_factorial_2", "arguments": {"number": [5]}},
+                                 {"tool": "geo_area", "arguments": {"r": [2.5, 2.50], "unit": ["", "m"]}}]
+    # a required parameter BFCL lists as omittable still needs a value: the gold takes the listed one
+    assert dict(cat.tasks[2].gold[0].arguments) == {"r": 1.0}
+    assert cat.meta["bfcl"]["skipped"] == {"no listed value fits the schema": 1,
                                            "answer names a function the entry lacks": 1}
-    per_entry = load_bfcl(tmp_path, per_entry=True)
+    assert not cat.meta.get("isolated_domains")
+    per_entry = load_bfcl(tmp_path)  # the default: one domain per entry, as BFCL presents it
+    assert per_entry.meta["isolated_domains"] and per_entry.name == f"bfcl:{tmp_path}"
     assert [d.name for d in per_entry.domains][:2] == ["simple_0", "simple_1"]
     assert [t.name for t in per_entry.domain("simple_1").tools] == ["math_factorial", "geo_area"]
+    assert [t.domain for t in per_entry.tasks] == ["simple_0", "simple_1", "simple_2"]
 
 
 def test_nested_answers_take_first_values(tmp_path: Path) -> None:
@@ -131,14 +137,18 @@ def test_bad_spec_option() -> None:
 
 @needs_bfcl
 def test_real_bfcl_categories_and_tasks() -> None:
-    cat = load_catalog(f"bfcl:{BFCL}")
+    by_category = load_catalog(f"bfcl:{BFCL}?domains=category")
     cats = sorted(p.name[len("BFCL_v4_"):-len(".json")] for p in BFCL.glob("BFCL_v4_*.json"))
-    assert sorted(d.name for d in cat.domains) == cats
-    assert len(cat.tools) > 900
+    assert sorted(d.name for d in by_category.domains) == cats
+    assert len(by_category.tools) > 900
+    cat = load_catalog(f"bfcl:{BFCL}")
     meta = cat.meta["bfcl"]
     entries = sum(1 for p in BFCL.glob("BFCL_v4_*.json") for line in p.read_text().splitlines() if line.strip())
+    assert len(cat.domains) == entries  # one domain per entry, holding the entry's own functions
     assert len(cat.tasks) + sum(meta["skipped"].values()) == entries
-    assert len(cat.tasks) > 0.95 * entries
+    assert len(cat.tasks) > 0.99 * entries
+    for t in cat.tasks:
+        assert t.domain == t.id and sorted(x.name for x in cat.domain(t.domain).tools) == sorted(t.meta["functions"])
     assert all(validate_action(cat, a) is None for t in cat.tasks for a in t.gold)
     assert any("." in n for n in meta["names"].values())  # dotted names were renamed
     for t in cat.domains[0].tools:

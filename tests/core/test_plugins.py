@@ -72,7 +72,7 @@ def test_every_operator_entry_loads_the_layer_of_that_op() -> None:
 def test_every_provider_and_catalog_kind_entry_loads() -> None:
     assert set(PROVIDERS) == {"openai", "local", "oracle", "scripted", "replay"}
     assert all(callable(PROVIDERS[k]) for k in PROVIDERS)
-    assert list(CATALOG_KINDS) == ["builtin", "tools", "mcp", "toolschemaspace", "bfcl"]
+    assert list(CATALOG_KINDS) == ["builtin", "tools", "mcp", "toolschemaspace", "bfcl", "tau2"]
     assert all(callable(CATALOG_KINDS[k]) for k in CATALOG_KINDS)
 
 

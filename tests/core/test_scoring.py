@@ -112,10 +112,16 @@ def test_normalisation_numbers_as_numbers_strings_trimmed_and_casefolded() -> No
     assert normalise_value(True) is True                       # booleans are not numbers:
     assert not exact_success([a("set_cabin_light", zone="rear", on=True)], [a("set_cabin_light", zone="rear", on=1)])
     assert normalise_value({"k": [" A ", 2.0]}) == {"k": ["a", 2]}
-    assert exact_success([a("set_lamp", "home", room="Office ", brightness=40.0)],
+    # exact (the default, the paper's rule): numbers as numbers, strings character for character
+    assert exact_success([a("set_lamp", "home", room="office", brightness=40.0)],
                          [a("set_lamp", "home", room="office", brightness=40)])
-    assert not exact_success([a("set_lamp", "home", room="office", brightness=41)],
+    assert not exact_success([a("set_lamp", "home", room="Office ", brightness=40)],
                              [a("set_lamp", "home", room="office", brightness=40)])
+    # normalised (a stored option): strings trimmed and case-folded
+    assert exact_success([a("set_lamp", "home", room="Office ", brightness=40.0)],
+                         [a("set_lamp", "home", room="office", brightness=40)], rule="normalised")
+    assert not exact_success([a("set_lamp", "home", room="office", brightness=41)],
+                             [a("set_lamp", "home", room="office", brightness=40)], rule="normalised")
 
 
 def test_exact_success_is_a_multiset_comparison() -> None:
@@ -331,7 +337,11 @@ def test_success_needs_equal_keys_not_just_equal_python_values() -> None:
     assert score_record(rec({"on": 1}, {"on": True})) == (False, FailureMode.WRONG_ARGUMENTS)
     assert score_record(rec({"x": [0]}, {"x": [False]})) == (False, FailureMode.WRONG_ARGUMENTS)
     assert score_record(rec({"level": 20.0}, {"level": 20})) == (True, None)
-    assert score_record(rec({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1})) == (True, None)
+    assert score_record(rec({"b": 1, "a": "kitchen"}, {"a": "kitchen", "b": 1})) == (True, None)
+    # strings exactly by default; a record played under the normalised rule is scored under it
+    assert score_record(rec({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1}))[0] is False
+    assert score_record({**rec({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1}), "match": "normalised"}) \
+        == (True, None)
     assert score_record({**rec({"a": 1}, {"a": 1}), "termination": "infra_error"})[0] is False
 
 
@@ -339,7 +349,8 @@ def test_success_needs_equal_keys_not_just_equal_python_values() -> None:
     ({"on": 1}, {"on": True}, (False, FailureMode.WRONG_ARGUMENTS)),
     ({"x": [0]}, {"x": [False]}, (False, FailureMode.WRONG_ARGUMENTS)),
     ({"level": 20.0}, {"level": 20}, (True, None)),
-    ({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1}, (True, None)),
+    ({"b": 1, "a": "kitchen"}, {"a": "kitchen", "b": 1}, (True, None)),
+    ({"b": 1, "a": " Kitchen"}, {"a": "kitchen", "b": 1}, (False, FailureMode.WRONG_ARGUMENTS)),  # exact strings
     ({"a": {"b": [1, {"c": True}]}}, {"a": {"b": [1, {"c": 1}]}}, (False, FailureMode.WRONG_ARGUMENTS)),
 ])
 def test_typed_records_score_as_their_stored_form(executed: dict[str, Any], gold: dict[str, Any],

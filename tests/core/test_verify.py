@@ -45,8 +45,15 @@ def test_sample_values_cover_enums_booleans_and_bounds() -> None:
     assert sample_values({"type": "integer", "minimum": 0, "maximum": 100}, cuts=[50]) == [0, 100, 50, 49, 51]
     assert sample_values({"type": "number", "minimum": 0, "exclusiveMaximum": 1}) == [0.0, 0.5, 0.25]
     assert sample_values({"type": "integer", "minimum": 0, "maximum": 10}, cuts=[0, 10]) == [0, 10, 5]
-    assert sample_values({"type": "array", "items": {"type": "integer"}, "minItems": 2}) == [[0, 0]]
-    assert sample_values({"type": "object", "properties": {"x": {"type": "boolean"}}}) == [{"x": True}]
+    assert sample_values({"type": "array", "items": {"type": "integer"}, "minItems": 2}) == [[0, 1], [1, 0]]
+    # every item enum value appears; the empty array where it is allowed
+    assert sample_values({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}) == [["a"], ["b"], []]
+    assert sample_values({"type": "object", "properties": {"x": {"type": "boolean"}}}) == [{"x": True},
+                                                                                           {"x": False}, {}]
+    nested = {"type": "object", "required": ["k"], "properties": {
+        "k": {"type": "string", "enum": ["p", "q", "r"]}, "n": {"type": "integer", "default": 3}}}
+    assert sample_values(nested) == [{"k": "p", "n": 0}, {"k": "q", "n": 1}, {"k": "r", "n": 3}, {"k": "p"}]
+    assert sample_values({"type": ["integer", "null"]}) == [0, 1, None]
     assert all(isinstance(v, str) for v in sample_values({"type": "string"}))
     assert sample_values({}) == sample_values({"type": "string"})  # BFCL's "any"
 

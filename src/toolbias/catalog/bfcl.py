@@ -4,11 +4,13 @@ Reads whichever ``BFCL_v4_*.json`` category files ``DIR`` holds (JSON Lines desp
 the suffix: ``{"id", "question", "function": [...]}``) and, when present,
 ``DIR/possible_answer/`` (``{"id", "ground_truth": [{fn: {param: [acceptable values]}}]}``).
 
-* **Domains**: one per category file (``BFCL_v4_multiple.json`` -> ``multiple``);
-  its tools are the entries' function lists, deduplicated. Two different
-  definitions under one name (BFCL has some) become ``name`` and ``name_2``.
-  ``bfcl:DIR?domains=entry`` makes one domain per entry instead (the entry's own
-  function list, as BFCL presents it).
+* **Domains**: one per entry (BFCL shows each question only its own function list): the
+  domain is named after the entry's id and holds the entry's functions, and the catalog is
+  marked ``isolated_domains``, so a variant is built per entry (:mod:`toolbias.isolated`: a
+  catalog-scope operator spans the entry's functions only). ``bfcl:DIR?domains=category``
+  gives the old layout instead: one domain per category file holding every function of the
+  file, deduplicated (two different definitions under one name become ``name`` and ``name_2``);
+  not how BFCL presents a question.
 * **Types**: BFCL's ``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` ->
   ``array``, ``any`` -> no type (any value); Python spellings (``int``, ``str``,
   ``bool``, ``list``) too. The non-standard ``optional`` key is dropped;
@@ -16,12 +18,17 @@ the suffix: ``{"id", "question", "function": [...]}``) and, when present,
 * **Names**: dotted and other invalid function names become valid ones
   (``math.factorial`` -> ``math_factorial``); ``Catalog.meta["bfcl"]["names"]`` maps
   each tool uid back to its BFCL name.
-* **Tasks**: one per entry with an answer; the gold takes the *first* acceptable
-  value of every parameter (``""`` first = omitted). Entries whose gold cannot be
-  built (an unknown function, a required parameter whose first answer is "omit",
-  a value the schema refuses) are skipped and counted by reason in
-  ``Catalog.meta["bfcl"]["skipped"]``. ``Task.meta`` keeps the BFCL id, category
-  and the entry's own function list (``functions``).
+* **Tasks**: one per entry with an answer. ``Task.meta["accept"]`` holds BFCL's possible
+  answers (per gold call: the tool and, per parameter, every acceptable value, ``""`` = may be
+  omitted), so success accepts any listed value, an omission where ``""`` is listed, and the
+  calls in any order (:mod:`toolbias.success`). The gold (what the oracle plays) takes, per
+  parameter, the first listed value the schema accepts (``""`` first on an optional parameter:
+  omitted). Entries whose gold cannot be built (an unknown function, a required parameter with
+  no acceptable value, no listed value the schema accepts) are skipped and counted by reason in
+  ``Catalog.meta["bfcl"]["skipped"]``. ``Task.meta`` also keeps the BFCL id, category and the
+  entry's own function list (``functions``).
+* **Strings** compare as BFCL's checker compares them (``Catalog.meta["match"] = "bfcl"``: the
+  default success rule of studies on this catalog; ``--match exact`` overrides it).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
-from .model import Catalog, Domain, NativeAction, Task, Tool, canonical_json
+from .model import ISOLATED_DOMAINS, Catalog, Domain, NativeAction, Task, Tool, canonical_json
 from .openai_format import infer_class, read_jsonl
 from .validation import arguments_error
 
@@ -108,27 +115,26 @@ def _question(entry: Mapping[str, Any]) -> str:
     return "\n".join(str(p) for p in parts if p)
 
 
-def _first(values: Any) -> tuple[bool, Any]:
-    """(present, value) from BFCL's acceptable-values list; ``""`` first means omitted."""
-    if isinstance(values, list):
-        if not values:
-            return False, None
-        v = values[0]
-    else:
-        v = values
-    if v == "":
-        return False, None
-    if isinstance(v, Mapping):  # nested object: acceptable values per key
+def _listed(values: Any) -> list[Any]:
+    return values if isinstance(values, list) else [values]
+
+
+def _concrete(value: Any) -> Any:
+    """One concrete value for a listed value: an acceptable object (per key, its listed values)
+    becomes an object of each key's first listed value, keys whose first value is ``""`` omitted."""
+    if isinstance(value, Mapping):
         out = {}
-        for k, sub in v.items():
-            present, value = _first(sub)
-            if present:
-                out[str(k)] = value
-        return True, out
-    return True, v
+        for k, sub in value.items():
+            first = _listed(sub)[0] if _listed(sub) else ""
+            if first != "":
+                out[str(k)] = _concrete(first)
+        return out
+    if isinstance(value, list):
+        return [_concrete(v) for v in value]
+    return value
 
 
-def load_bfcl(root: str | Path, per_entry: bool = False) -> Catalog:
+def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
     """The catalog of the BFCL category files in ``root`` (see the module doc)."""
     base = Path(root)
     if not base.is_dir():
@@ -194,13 +200,31 @@ def load_bfcl(root: str | Path, per_entry: bool = False) -> Catalog:
                 continue
             tasks.append(Task(id=eid, domain=domain, query=_question(entry), gold=gold,
                               meta={"source": "bfcl", "category": category, "bfcl_id": eid,
-                                    "functions": list(dict.fromkeys(entry_map.values()))}))
+                                    "functions": list(dict.fromkeys(entry_map.values())),
+                                    "accept": _accept(gold_raw, entry_map)}))
         if not per_entry:
             domains.append(Domain(category, tuple(tools.values()), title=f"BFCL {category}"))
     meta = {"bfcl": {"categories": [FILE_RE.match(p.name).group(1) for p in files],  # type: ignore[union-attr]
-                     "names": names, "skipped": dict(skipped), "notes": dict(notes), "tasks": len(tasks)}}
-    spec = f"bfcl:{root}" + ("?domains=entry" if per_entry else "")
+                     "names": names, "skipped": dict(skipped), "notes": dict(notes), "tasks": len(tasks)},
+            ISOLATED_DOMAINS: per_entry, "match": "bfcl"}
+    spec = f"bfcl:{root}" + ("" if per_entry else "?domains=category")
     return Catalog(name=spec, domains=tuple(domains), tasks=tuple(tasks), meta=meta)
+
+
+def _accept(raw: list[Any], entry_map: Mapping[str, str]) -> list[dict[str, Any]]:
+    """BFCL's possible answers under toolbias's tool names (see :mod:`toolbias.success`)."""
+    out = []
+    for call in raw:
+        (bname, args), = call.items()
+        out.append({"tool": entry_map[bname], "arguments": {str(p): _listed(v) for p, v in args.items()}})
+    return out
+
+
+def _fits(tool: Tool, param: str, value: Any) -> bool:
+    schema = tool.properties.get(param)
+    if schema is None:
+        return False
+    return arguments_error({"type": "object", "properties": {param: schema}}, {param: value}) is None
 
 
 def _gold(domain: str, raw: Any, entry_map: Mapping[str, str], tools: Mapping[str, Tool],
@@ -221,11 +245,16 @@ def _gold(domain: str, raw: Any, entry_map: Mapping[str, str], tools: Mapping[st
         tool = tools[name]
         out: dict[str, Any] = {}
         for p, values in args.items():
-            present, value = _first(values)
-            if present:
-                out[str(p)] = value
-            elif p in tool.required:
-                skipped["required parameter may be omitted (ambiguous)"] += 1
+            listed = _listed(values)
+            required = p in tool.required
+            if listed and listed[0] == "" and not required:
+                continue  # optional, and BFCL lists omission first
+            chosen = [v for v in (_concrete(x) for x in listed if x != "") if _fits(tool, str(p), v)]
+            if chosen:
+                out[str(p)] = chosen[0]
+            elif required or "" not in listed:
+                skipped["no listed value fits the schema" if any(x != "" for x in listed)
+                        else "required parameter may be omitted (ambiguous)"] += 1
                 return None
         err = arguments_error(tool.parameters, out)
         if err is not None:
@@ -236,13 +265,14 @@ def _gold(domain: str, raw: Any, entry_map: Mapping[str, str], tools: Mapping[st
 
 
 def load_bfcl_spec(arg: str) -> Catalog:
-    """The ``bfcl:DIR[?domains=entry]`` catalog kind."""
+    """The ``bfcl:DIR[?domains=category]`` catalog kind."""
     root, _, query = arg.partition("?")
-    per_entry = False
+    per_entry = True
     if query:
         if query not in ("domains=entry", "domains=category"):
             raise CatalogError(f"unknown option '{query}'", where=f"bfcl:{arg}",
-                               fix="use bfcl:DIR or bfcl:DIR?domains=entry")
+                               fix="use bfcl:DIR (one domain per entry, as BFCL presents it) or "
+                                   "bfcl:DIR?domains=category")
         per_entry = query == "domains=entry"
     return load_bfcl(root, per_entry=per_entry)
 

@@ -1,5 +1,6 @@
-"""Coverage actions: for a native tool, actions whose arguments cover every enum value, both
-booleans and the numeric boundaries (minimum, maximum, midpoint, each side of a cut point).
+"""Coverage actions: for a native tool, actions whose arguments cover every enum value (of array
+items and nested properties too), both booleans, defaults, every type of a type list and the
+numeric boundaries (minimum, maximum, midpoint, each side of a cut point).
 Verification round-trips them through a variant; importers find where a tool went with them."""
 
 from __future__ import annotations
@@ -7,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..canonical import canonical_json
 from .model import NativeAction, Tool
+from .validation import value_error
 
 #: strings used for free-text arguments: a plain one and one with separators an operator might parse
 STRING_SAMPLES = ("example", "Main St. #5 / ü::x")
@@ -53,40 +56,100 @@ def _numbers(schema: Mapping[str, Any], integer: bool, cuts: Iterable[float]) ->
 
 
 def sample_values(schema: Mapping[str, Any], cuts: Iterable[float] = ()) -> list[Any]:
-    """Values valid for ``schema`` covering its enum, booleans and numeric boundaries."""
+    """Values valid for ``schema`` that cover it: every enum value (also of array items and
+    nested properties), both booleans, the numeric boundaries and cut points, the default,
+    every type of a type list; arrays of each item sample, objects whose rows rotate through
+    their properties' samples (and one with the required properties only). Every value is
+    checked against the schema (``value_error``); the first is the plainest."""
+    found = _candidates(schema, tuple(cuts))
+    out: list[Any] = []
+    seen: set[str] = set()
+    for v in found:
+        key = _exact_key(v)
+        if key not in seen and value_error(schema, v, "value") is None:
+            seen.add(key)
+            out.append(v)
+    return out or found[:1]
+
+
+def _exact_key(v: Any) -> str:
+    """Canonical JSON that keeps ``1``, ``1.0`` and ``true`` apart."""
+    return canonical_json([type(v).__name__, v if not isinstance(v, (dict, list)) else
+                           [_exact_key(x) for x in v] if isinstance(v, list) else
+                           {k: _exact_key(x) for k, x in v.items()}])
+
+
+def _candidates(schema: Mapping[str, Any], cuts: tuple[float, ...]) -> list[Any]:
+    if not isinstance(schema, Mapping):
+        return ["example"]
     if "const" in schema:
         return [schema["const"]]
-    if "enum" in schema:
-        return list(schema["enum"])
+    default = [schema["default"]] if "default" in schema else []
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return list(schema["enum"]) + default
     t = schema.get("type")
-    if isinstance(t, list):
-        t = next((x for x in t if x != "null"), t[0] if t else None)
+    if isinstance(t, list):  # every type of the list, null last
+        out: list[Any] = []
+        for x in sorted(t, key=lambda x: x == "null"):
+            out.extend(_candidates({**schema, "type": x}, cuts))
+        return out + default
     if t == "boolean":
-        return [True, False]
+        return [True, False] + default
     if t in ("integer", "number"):
-        return _numbers(schema, t == "integer", cuts)
+        return _numbers(schema, t == "integer", cuts) + default
     if t == "array":
-        item = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
-        first = sample_values(item)[0] if item else "example"
-        n = max(int(schema.get("minItems", 1) or 0), 1)
-        if schema.get("maxItems") is not None:
-            n = min(n, int(schema["maxItems"]))
-        return [[first] * n]
+        return _arrays(schema, cuts) + default
     if t == "object" or "properties" in schema:
-        props: Mapping[str, Any] = schema.get("properties") or {}
-        return [{k: sample_values(v)[0] for k, v in props.items()}]
+        return _objects(schema) + default
     if t == "null":
         return [None]
     if t == "string" or t is None:
-        n = int(schema.get("minLength", 0) or 0)
-        hi = schema.get("maxLength")
-        if schema.get("format") == "date":
-            return ["2024-05-01"]
-        out = [s if len(s) >= n else s + "x" * (n - len(s)) for s in STRING_SAMPLES]
-        if hi is not None:
-            out = [s[: int(hi)] for s in out]
-        return list(dict.fromkeys(out))
-    return ["example"]
+        return _strings(schema) + default
+    return ["example"] + default
+
+
+def _strings(schema: Mapping[str, Any]) -> list[Any]:
+    if schema.get("format") == "date":
+        return ["2024-05-01"]
+    if schema.get("format") == "date-time":
+        return ["2024-05-01T10:30:00Z"]
+    n = int(schema.get("minLength", 0) or 0)
+    hi = schema.get("maxLength")
+    out = [s if len(s) >= n else s + "x" * (n - len(s)) for s in STRING_SAMPLES]
+    if hi is not None:
+        out = [s[: int(hi)] for s in out]
+    return out
+
+
+def _arrays(schema: Mapping[str, Any], cuts: tuple[float, ...]) -> list[Any]:
+    """One array per item sample (so every item enum value appears), of the smallest allowed
+    length; the empty array last when it is allowed."""
+    items = schema.get("items")
+    samples = sample_values(items, cuts) if isinstance(items, Mapping) and items else ["example"]
+    lo = int(schema.get("minItems", 0) or 0)
+    hi = schema.get("maxItems")
+    n = max(lo, 1) if hi is None else min(max(lo, 1), int(hi))
+    if n == 0:
+        return [[]]
+    out = [[samples[(i + k) % len(samples)] for k in range(n)] for i in range(len(samples))]
+    if lo == 0:
+        out.append([])
+    return out
+
+
+def _objects(schema: Mapping[str, Any]) -> list[Any]:
+    """Rows that rotate through every property's samples (all present), then the required
+    properties only."""
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    if not props:
+        return [{}]
+    samples = {k: sample_values(v) for k, v in props.items()}
+    rows = max(len(v) for v in samples.values())
+    out: list[Any] = [{k: vals[i % len(vals)] for k, vals in samples.items()} for i in range(rows)]
+    required = [k for k in (schema.get("required") or []) if k in props]
+    if len(required) < len(props):
+        out.append({k: samples[k][0] for k in required})
+    return out
 
 
 def coverage_actions(tool: Tool, cuts: Mapping[str, Sequence[float]] | None = None) -> list[NativeAction]:

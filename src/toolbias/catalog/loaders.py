@@ -1,5 +1,5 @@
 """Catalog specs: one string everywhere (``builtin``, ``toolschemaspace:DIR``, ``tools:FILE``,
-``bfcl:DIR``, ``mcp:FILE``), resolved through ``CATALOG_KINDS``: one explicit table
+``bfcl:DIR``, ``bfcl-multi:CATEGORY``, ``mcp:FILE``), resolved through ``CATALOG_KINDS``: one explicit table
 (:class:`~toolbias.plugins.Registry`) of loaders ``(arg) -> Catalog``, each imported when its
 kind is first used."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
-from ..plugins import Registry
+from ..plugins import Plugin, Registry
 from .model import Catalog, Domain, NativeAction, Task, Tool
 from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
 from .phrasing import PHRASINGS as _PHRASINGS
@@ -25,6 +25,8 @@ CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
     "mcp": "toolbias.catalog.loaders:load_mcp",
     "toolschemaspace": "toolbias.catalog.loaders:load_toolschemaspace",
     "bfcl": "toolbias.catalog.bfcl:load_bfcl_spec",
+    # BFCL multi-turn: needs bfcl-eval (extra "bfcl"), imported by the loader itself when first used
+    "bfcl-multi": Plugin("toolbias.catalog.bfcl_multi:load_bfcl_multi", extra="bfcl"),
     "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
 }, error=CatalogError)
 

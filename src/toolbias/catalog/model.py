@@ -172,6 +172,11 @@ class Domain:
         return tuple(seen)
 
 
+#: ``Catalog.meta`` key: when true, every domain is a world of its own (a BFCL entry with its own
+#: function list), so a variant is built per domain and catalog-scope operators stay in one domain
+ISOLATED_DOMAINS = "isolated_domains"
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Domains plus tasks, named by the spec string it was loaded from."""

