@@ -1,7 +1,7 @@
 """The default job (`toolbias run` with no options) timed as a user runs it: wall time, CPU time
 (user + system of the command and its children), peak memory, the machine's load, and the finding.
 
-    python bench/bench_default_job.py [--dir DIR] [-- extra toolbias run options]
+    python -m bench.bench_default_job [--dir DIR] [-- extra toolbias run options]
 
 Goal (issue 12): at most 10 minutes wall on an idle 2-core machine. On a shared machine the wall
 time grows with the load; the CPU time does not much, and CPU / cores is the wall time to

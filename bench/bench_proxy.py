@@ -1,8 +1,8 @@
 """Throughput of the ``openai:`` provider and of ``toolbias proxy`` against a zero-latency
 loopback upstream, as a ratio to a bare httpx loop in the same run.
 
-    python bench/bench_proxy.py                     # concurrency 64, 5 s per arm
-    python bench/bench_proxy.py --concurrency 8,64 --seconds 3 --variants native,fully_merged,transaction
+    python -m bench.bench_proxy                     # concurrency 64, 5 s per arm
+    python -m bench.bench_proxy --concurrency 8,64 --seconds 3 --variants native,fully_merged,transaction
 
 The upstream is a minimal asyncio HTTP/1.1 server in its own process (keep-alive, one
 canned chat completion per request, ~15 us of CPU each), so it is not the bound. Arms:
