@@ -33,13 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT))
+from toolbias.catalog import load_catalog
+from toolbias.catalog.model import NativeAction
+from toolbias.proxy.codecs import CodecSource, resolve_variant
 
-from toolbias.catalog import load_catalog  # noqa: E402
-from toolbias.catalog.model import NativeAction  # noqa: E402
-from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 UPSTREAM = r'''
 import asyncio, json, sys
