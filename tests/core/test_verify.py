@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.catalogs import mini_catalog
-from tests.support.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import Call, VariantSpec, build_codec, load_catalog
 from toolbias.catalog.model import NativeAction, Tool
 from toolbias.codec import Codec
@@ -29,8 +29,7 @@ from toolbias.verify import (
 SHARED = SHARED_DATA
 TSS = SHARED / "toolschemaspace"
 BFCL = SHARED / "bfcl"
-needs_tss = pytest.mark.skipif(not (TSS / "tools.json").is_file(),
-                               reason=f"toolschemaspace data not found at {TSS} (../shared/data is absent)")
+needs_tss = needs_shared("toolschemaspace", "tools.json")
 needs_bfcl = pytest.mark.skipif(not any(BFCL.glob("BFCL_v4_*.json")) if BFCL.is_dir() else True,
                                 reason=f"BFCL data not found at {BFCL} (../shared/data is absent)")
 NAMES = list(registry())

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import (
     Call,
     Catalog,
@@ -31,13 +31,13 @@ from toolbias import (
 )
 from toolbias.catalog.validation import value_error
 from toolbias.codec import Outcome
+from toolbias.names import TOOL_NAME_RE
 
 SHARED = SHARED_DATA
 TSS = SHARED / "toolschemaspace"
 BFCL = SHARED / "bfcl"
-needs_tss = pytest.mark.skipif(not (TSS / "tools.json").is_file(),
-                               reason=f"../shared/data/toolschemaspace not found at {TSS}")
-NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+needs_tss = needs_shared("toolschemaspace", "tools.json")
+NAME = TOOL_NAME_RE
 
 MINE = ["nested_args", "namespaced_names", "reorder_arguments", "opaque_names", "opaque_names_and_params",
         "namespaced_names_by_object", "flat_args"]

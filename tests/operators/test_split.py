@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import (
     Call,
     Catalog,
@@ -32,13 +31,13 @@ from toolbias import (
 )
 from toolbias.catalog.validation import value_error
 from toolbias.codec import Outcome
+from toolbias.names import TOOL_NAME_RE
 from toolbias.operators.split import ENUM_INSTRUCTION, INTERVAL_INSTRUCTION, Split
 
 SHARED = SHARED_DATA
 TSS = SHARED / "toolschemaspace"
-needs_tss = pytest.mark.skipif(not (TSS / "tools.json").is_file(),
-                               reason=f"../shared/data/toolschemaspace not found at {TSS}")
-NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+needs_tss = needs_shared("toolschemaspace", "tools.json")
+NAME = TOOL_NAME_RE
 
 SPLIT_VARIANTS = ["fully_split", "interval_split", "split_enum_1_5x", "split_enum_2_9x", "split_enum_5_4x",
                   "split_one_enum", "split_all_enums"]
