@@ -42,15 +42,16 @@ class OracleUpstream:
     proxy builds, ``per_round`` calls per request, then a text answer."""
 
     def __init__(self, codec: Codec, gold: tuple[NativeAction, ...], per_round: int = 1,
-                 domain: str = "live") -> None:
+                 domain: str = "live", answer: str = "All done.") -> None:
         self.calls = codec.encode([NativeAction(domain, a.tool, a.arguments) for a in gold])
         self.per_round = per_round
+        self.answer = answer
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         made = sum(len(m.get("tool_calls") or []) for m in body["messages"] if m["role"] == "assistant")
         batch = self.calls[made:made + self.per_round]
         if not batch:
-            return Reply.text("All done.")
+            return Reply.text(self.answer)
         return Reply.calls(*((c.name, dict(c.arguments)) for c in batch))
 
 
