@@ -69,19 +69,26 @@ PROTOCOL_VARIANTS = {"transaction", "schema_discovery"}
 
 
 class ScriptedTau2:
-    """The upstream model for both of tau2's roles. A request with tools is the agent (under
-    the variant): the oracle's calls, then the task's answer. A request without tools is
-    tau2's user simulator (its own turns come back as ``assistant``, roles flipped): the
-    task's request, then tau2's stop token once the agent has answered."""
+    """The upstream model for both of tau2's roles, over a two-turn conversation (tau2's
+    policies make an agent confirm before it writes). A request with tools is the agent,
+    under the variant: it asks for confirmation, then plays the oracle's calls and the
+    task's answer. A request without tools is tau2's user simulator (its own turns come back
+    as ``assistant``, roles flipped): the task's request, a yes, then tau2's stop token."""
+
+    CONFIRM = "Before I make any change: do you confirm?"
+    YES = "Yes, please go ahead."
 
     def __init__(self, oracle: OracleUpstream, opening: str, stop: str) -> None:
         self.oracle, self.opening, self.stop = oracle, opening, stop
 
     def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
         if body.get("tools"):
+            if sum(m["role"] == "user" for m in messages) < 2:
+                return Reply.text(self.CONFIRM)
             return self.oracle(body)
-        spoken = any(m["role"] == "assistant" for m in body["messages"])
-        return Reply.text(self.stop if spoken else self.opening)
+        spoken = sum(m["role"] == "assistant" for m in messages)
+        return Reply.text((self.opening, self.YES)[spoken] if spoken < 2 else self.stop)
 
 
 @dataclass
@@ -167,9 +174,9 @@ class Tau2Run:
         agent = [b for b in self.upstream.requests if b.get("tools")]
         user = [b for b in self.upstream.requests if not b.get("tools")]
         assert all(b["tools"] == variant_tools for b in agent)
-        assert len(agent) == len(self.script.oracle.calls) + 1  # one request per variant call + the answer
-        assert len(user) == 2 and self.task.query.splitlines()[0] in user[0]["messages"][0]["content"]
-        # the store: one live conversation, its variant calls decoded back to the gold
+        assert len(agent) == len(self.script.oracle.calls) + 2  # the question, one per variant call, the answer
+        assert len(user) == 3 and self.task.query.splitlines()[0] in user[0]["messages"][0]["content"]
+        # the store: one live conversation (over both user turns), its variant calls decoded back to the gold
         with Store(self.store) as store:
             rows = list(store.rows(kind=LIVE_KIND))
         assert len(rows) == 1, [r.key for r in rows]
