@@ -39,10 +39,13 @@ def is_tau2(df: Any) -> Any:
 
 
 def schema_order(variants: Sequence[str]) -> list[str]:
-    from .grid import variant_order
+    """The paper's six schemas in its order, then other variants in registry order, then the
+    rest (a spec-file variant) as first seen."""
+    from ..variants import registry
 
-    paper = [v for v in TABLE9_SCHEMAS if v in variants]
-    return paper + [v for v in variant_order(variants) if v not in TABLE9_SCHEMAS]
+    names = list(dict.fromkeys(variants))
+    rank = {v: i for i, v in enumerate([*TABLE9_SCHEMAS, *(n for n in registry() if n not in TABLE9_SCHEMAS)])}
+    return sorted(names, key=lambda v: (rank.get(v, len(rank)), names.index(v)))
 
 
 def tau2_table(df: Any, imported: Any = None, *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
