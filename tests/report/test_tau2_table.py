@@ -58,6 +58,7 @@ def test_table9_rates_order_best_and_paired_difference(tmp_path: Path) -> None:
     assert "vs_native" not in m1["cells"]["native"]
     assert rows[1]["best"] == ["fully_split"] and rows[2]["cells"]["native"]["success"] == 0.6
     assert not data.cells  # imported runs are Table 9's alone: the grid holds toolbias episodes
+    assert any("Table 9 includes 25 simulations imported" in n for n in data.notes)
     tables = paper_table_rows(data.paper_tables)
     head, text_rows = tables["Table 9, tau2-bench airline: task success by schema (* best; n tasks)"]
     assert head == ["model", "n", "native", "merged", "nested", "fully_split"]
@@ -92,8 +93,12 @@ def test_skipped_samples_count_as_failures_and_stores_without_tau2_have_no_table
     store = tmp_path / "s.db"
     f = write(tmp_path / "a.json", results("airline", [simulation("0", 1.0), simulation("1", 0.0, skipped=True)]))
     _import(store, [(f, "native", "m")])
-    [row] = build_report(store, settings=_settings()).paper_tables["tau2_bench"]  # type: ignore[arg-type]
+    data = build_report(store, settings=_settings())  # type: ignore[arg-type]
+    [row] = data.paper_tables["tau2_bench"]
     assert row["cells"]["native"]["success"] == 0.5 and row["cells"]["native"]["n"] == 2
+    assert row["cells"]["native"]["skipped"] == 1  # the paper's dagger
+    [(title, (_, rows))] = [t for t in paper_table_rows(data.paper_tables).items() if "success" in t[0]]
+    assert "† with samples tau2 skipped" in title and rows == [["m", "2", "0.500*†"]]
     Store(tmp_path / "empty.db").close()
     empty = build_report(tmp_path / "empty.db", settings=_settings())  # type: ignore[arg-type]
     assert empty.paper_tables["tau2_bench"] == [] and "Table 9" not in _text(empty)

@@ -12,7 +12,7 @@ where (``simulations[3].reward_info.reward``) and how to fix it.
 
 Each simulation becomes an episode row of kind ``tau2`` (:data:`TAU2_KIND`): success is tau2's
 own rule (reward within 1e-6 of 1); a sample tau2 skipped after an error (``skipped``, reward
-0) counts as a failure, as tau2 scores it; one without ``reward_info`` (never evaluated) is left
+0) counts as a failure, as tau2 and the paper score it (failure mode :data:`SKIPPED`); one without ``reward_info`` (never evaluated) is left
 out. The row key hashes ``[run id, task id, trial]``, the run id being the file's creation
 timestamp and ``info``: importing the same file again adds nothing, and a resumed run adds only
 its new simulations.
@@ -39,6 +39,8 @@ from ..store import EpisodeRow, Store
 
 #: the store's ``kind`` of an imported tau2 simulation
 TAU2_KIND = "tau2"
+#: the ``failure_mode`` of a sample tau2 skipped after an error (scored as a failure, reward 0)
+SKIPPED = "skipped_after_error"
 #: tau2's success rule (``tau2.metrics.agent_metrics.is_successful``)
 SUCCESS_TOLERANCE = 1e-6
 #: litellm provider prefixes that are an OpenAI-compatible server, as toolbias's ``openai:``
@@ -388,7 +390,8 @@ def import_rows(results: Tau2Results, *, variant: str, model: str) -> list[Episo
             key=tau2_key(results.run_id, s.task_id, s.trial), study=f"tau2-results:{Path(results.path).stem}",
             kind=TAU2_KIND, model=model, settings_hash=results.run_id, catalog=f"tau2:{results.domain}",
             variant=variant, task_id=s.task_id, domain=results.domain, control="strict", condition="base",
-            seed=s.seed or 0, status="done", success=s.success, failure_mode=None,
+            seed=s.seed or 0, status="done", success=s.success,
+            failure_mode=SKIPPED if s.skipped and not s.success else None,
             termination=s.termination, n_gold=results.gold_counts.get(s.task_id, 0),
             n_executed=sum(len(m.get("tool_calls") or ()) for m in assistant), n_rejections=0,
             turns=len(assistant), prompt_tokens=sum(m.get("usage", {}).get("prompt_tokens", 0) for m in assistant),
@@ -459,6 +462,6 @@ def parse_results_option(value: str) -> tuple[str, str | None]:
     return path, variant or None
 
 
-__all__ = ["SUCCESS_TOLERANCE", "TAU2_KIND", "Tau2Import", "Tau2Results", "Tau2ResultsError", "Tau2Simulation",
+__all__ = ["SKIPPED", "SUCCESS_TOLERANCE", "TAU2_KIND", "Tau2Import", "Tau2Results", "Tau2ResultsError", "Tau2Simulation",
            "import_rows", "import_tau2_results", "parse_results_option", "read_tau2_results", "resolve_variant_name",
            "tau2_key", "toolbias_model"]

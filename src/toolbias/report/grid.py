@@ -265,6 +265,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         ratios = {v: ratios[v] if v not in rebuilt else rebuilt[v] for v in task_variants
                   if v in ratios or v in rebuilt}
         notes.extend(more)
+    if len(imported):
+        notes.append(f"Table 9 includes {len(imported)} simulations imported from tau2 results files; the other "
+                     "sections show toolbias's own episodes")
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
     return ReportData(

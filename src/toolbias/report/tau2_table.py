@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..integrations.tau2_results import TAU2_KIND
+from ..integrations.tau2_results import SKIPPED, TAU2_KIND
 from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
 from .paper_tables import _ci, _cond, _f, table_rows
 
@@ -75,7 +75,8 @@ def tau2_table(df: Any, imported: Any = None, *, seed: int = 0, n_resamples: int
             cell: dict[str, Any] = {
                 "success": iv.estimate, "ci_low": iv.low, "ci_high": iv.high, "n": len(tasks), "episodes": len(rs),
                 "sources": {"in_process": sum(1 for r in rs if r["kind"] != TAU2_KIND),
-                            "imported": sum(1 for r in rs if r["kind"] == TAU2_KIND)}}
+                            "imported": sum(1 for r in rs if r["kind"] == TAU2_KIND)},
+                "skipped": sum(1 for r in rs if r["failure_mode"] == SKIPPED)}
             if native is not None and v != BASELINE:
                 d = paired_bootstrap(tasks, native, confidence=confidence, n_resamples=n_resamples, seed=seed,
                                      key=("tau2-diff", *cell_key[1:]))
@@ -90,8 +91,9 @@ def tau2_table(df: Any, imported: Any = None, *, seed: int = 0, n_resamples: int
 
 def tau2_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[str], list[list[str]]]]:
     """Two text tables per domain: success per model and schema (``*``: the row's best schema,
-    ``(n=k)`` where a cell ran fewer tasks than its row), and each schema minus native,
-    paired by task, with its interval."""
+    ``†``: the cell holds samples tau2 skipped after an error, as the paper marks a task scored
+    as a failure after its requests timed out; ``(n=k)`` where a cell ran fewer tasks than its
+    row), and each schema minus native, paired by task, with its interval."""
     out: dict[str, tuple[list[str], list[list[str]]]] = {}
     for domain in dict.fromkeys(str(r["domain"]) for r in rows):
         mine = [r for r in rows if r["domain"] == domain]
@@ -102,8 +104,11 @@ def tau2_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[s
             cells = r["cells"]
             rates.append([r["model"] + _cond(r), str(r["tasks"])] + [
                 "-" if v not in cells else _f(cells[v]["success"]) + ("*" if v in r["best"] else "")
+                + ("†" * bool(cells[v]["skipped"]))
                 + (f" (n={cells[v]['n']})" if cells[v]["n"] != r["tasks"] else "") for v in schemas])
-        out[f"Table 9, tau2-bench {domain}: task success by schema (* best; n tasks)"] = (
+        dagger = any(c["skipped"] for r in mine for c in r["cells"].values())
+        legend = "* best; n tasks" + ("; † with samples tau2 skipped after an error (failures)" if dagger else "")
+        out[f"Table 9, tau2-bench {domain}: task success by schema ({legend})"] = (
             ["model", "n", *labels], rates)
         others = [v for v in schemas if v != BASELINE]
         if BASELINE in schemas and others:
