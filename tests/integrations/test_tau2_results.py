@@ -108,6 +108,15 @@ def test_conflicting_or_mixed_marks_are_refused(tmp_path: Path) -> None:
         assert st.count() == 1
 
 
+def test_notes_for_an_empty_file_and_a_non_plain_agent(tmp_path: Path) -> None:
+    data = results("airline", [])
+    data["info"]["agent_info"]["implementation"] = "llm_agent_gt"
+    with Store(tmp_path / "s.db") as st:
+        done = import_tau2_results(st, write(tmp_path / "run.json", data), variant="native")
+    assert done.added == 0 and len(done.notes) == 2
+    assert "no simulations yet" in done.notes[0] and "'llm_agent_gt'" in done.notes[1]
+
+
 def test_the_model_comes_from_the_agent_llm() -> None:
     assert toolbias_model("openai/Qwen/Qwen3-4B-Instruct-2507") == "openai:Qwen/Qwen3-4B-Instruct-2507"
     assert toolbias_model("hosted_vllm/m") == "openai:m"

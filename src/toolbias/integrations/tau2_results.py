@@ -431,6 +431,11 @@ def import_tau2_results(store: Store, path: str | Path, *, variant: str | None =
     unique = list(first.values())
     store.put_values([r.values() for r in unique])
     notes = []
+    if not results.simulations:
+        notes.append("the file holds no simulations yet (tau2 appends each as it finishes): import it again later")
+    if results.agent_implementation not in (None, "llm_agent"):
+        notes.append(f"the agent is tau2's '{results.agent_implementation}', not its plain llm_agent: its success "
+                     "is not comparable with the paper's Table 9 (pass --tau2-model to keep it apart)")
     if len(unique) < len(new):
         notes.append(f"{len(new) - len(unique)} simulations repeat a (task, trial) of the file: the first is kept")
     return Tau2Import(path=results.path, domain=results.domain, model=label, variant=name, variant_from=source,
