@@ -165,6 +165,9 @@ def test_wrong_files_say_what_where_and_how_to_fix(tmp_path: Path) -> None:
     e = _bad(tmp_path, bad)
     assert (e.where or "").endswith("simulations[1].reward_info.reward") and 'got a string "high"' in e.what
     bad = json.loads(json.dumps(good))
+    bad["simulations"][0]["reward_info"]["reward"] = float("nan")
+    assert "got a non-finite number NaN" in _bad(tmp_path, bad).what
+    bad = json.loads(json.dumps(good))
     del bad["info"]["environment_info"]["domain_name"]
     e = _bad(tmp_path, bad)
     assert (e.where or "").endswith("info.environment_info.domain_name") and e.what == "missing"

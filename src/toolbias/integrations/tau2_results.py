@@ -140,6 +140,8 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "true/false", list: "a 
 
 
 def _kind(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a non-finite number"
     return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null",
             int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
 
