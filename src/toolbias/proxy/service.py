@@ -181,7 +181,9 @@ class VariantProxy:
         return {
             "id": f"chatcmpl-tb{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
             "model": str(body.get("model") or self.config.model),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            # the mark again in the choice: litellm (tau2's client) keeps a choice's extra fields, not the top's
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None,
+                         "toolbias": {"variant": log.variant, "conversation": log.conv_id}}],
             "usage": {"prompt_tokens": log.prompt_tokens, "completion_tokens": log.completion_tokens,
                       "total_tokens": log.prompt_tokens + log.completion_tokens},
             "toolbias": {"conversation": log.conv_id, "variant": log.variant, "rounds": log.rounds,
