@@ -56,6 +56,7 @@ from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.catalog.model import Task  # noqa: E402
 from toolbias.codec import Codec  # noqa: E402
 from toolbias.integrations.tau2 import import_tau2  # noqa: E402
+from toolbias.integrations.tau2_results import import_tau2_results  # noqa: E402
 from toolbias.proxy import LIVE_KIND, ProxyConfig, ProxyServer  # noqa: E402
 from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
 from toolbias.store import Store  # noqa: E402
@@ -172,10 +173,13 @@ class Tau2Run:
                 for prev, arg in zip(["run", *README_TAU2], README_TAU2, strict=False)]
         return ["run", *argv, "--task-ids", self.task.id]
 
+    @property
+    def results_path(self) -> Path:
+        return self.root / "tau2-results" / f"{self.name}.json"
+
     def results(self) -> dict[str, Any]:
-        path = self.root / "tau2-results" / f"{self.name}.json"
-        assert path.is_file(), f"tau2 wrote no results file {path}"
-        return json.loads(path.read_text())
+        assert self.results_path.is_file(), f"tau2 wrote no results file {self.results_path}"
+        return json.loads(self.results_path.read_text())
 
     @property
     def upstream_tools_differ(self) -> bool:
@@ -184,6 +188,11 @@ class Tau2Run:
 
     def check(self) -> None:
         gold = [(a.tool, dict(a.arguments)) for a in self.task.gold]
+        with Store(self.store) as store:
+            rows = list(store.rows(kind=LIVE_KIND))
+        assert len(rows) == 1, [r.key for r in rows]  # one conversation
+        (row,) = rows
+        live = row.record["live"]
         # tau2's own verdict, from the results file its runner wrote
         (sim,) = self.results()["simulations"]
         reward = sim["reward_info"]
@@ -196,6 +205,16 @@ class Tau2Run:
                  for c in m.get("tool_calls") or []]
         assert {name for name, _ in calls} <= self.native_names
         assert calls == gold, self.name
+        # every agent reply in tau2's file names the variant and the proxy's conversation (litellm
+        # keeps the proxy's mark from the choice), so the file imports without naming its schema
+        marks = [m["raw_data"]["provider_specific_fields"]["toolbias"] for m in sim["messages"]
+                 if m["role"] == "assistant" and m.get("raw_data")]
+        assert marks and {(k["variant"], k["conversation"]) for k in marks} == {(self.variant, live["conv_id"])}
+        with Store(self.root / f"{self.name}-table9.db") as table:
+            done = import_tau2_results(table, self.results_path)
+            (imported,) = table.rows()
+        assert (done.variant, done.variant_from, done.domain, imported.success) == (self.variant, "file",
+                                                                                      self.domain, True)
         # the upstream saw the variant's tools on every agent request; user requests passed through
         variant_tools = self.codec.schema(self.codec_domain)
         agent = [b for b in self.upstream.requests if b.get("tools")]
@@ -204,11 +223,6 @@ class Tau2Run:
         assert len(agent) == len(self.script.oracle.calls) + 2  # the question, one per variant call, the answer
         assert len(user) == 3 and self.task.query.splitlines()[0] in user[0]["messages"][0]["content"]
         # the store: one live conversation (over both user turns), its variant calls decoded back to the gold
-        with Store(self.store) as store:
-            rows = list(store.rows(kind=LIVE_KIND))
-        assert len(rows) == 1, [r.key for r in rows]
-        (row,) = rows
-        live = row.record["live"]
         assert (row.variant, row.domain, row.n_executed, row.n_rejections) == (
             self.variant, self.codec_domain, len(gold), 0)
         assert live["rebuilt"] == 0  # tau2's resent history was recognised on every turn
