@@ -129,7 +129,7 @@ def _report(db: Path, *args: str) -> str:
     result = CliRunner().invoke(cli, ["report", "--store", str(db), "--resamples", "2000", *args],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def test_json_numbers_are_what_the_conversations_did(live_store: tuple[Path, dict[str, Expected]]) -> None:
@@ -217,3 +217,21 @@ def test_studies_and_models_get_their_columns_where_they_say_more_than_the_varia
     assert head[:3] == ["variant", "study", "model"] and cells[1][:3] == ["transaction", "mine|b", "openai:m"]
     assert cells[0][head.index("rejected % [95% CI]")] == "-"  # no upstream call: no rate
     assert messages == [["transaction", "mine|b", "openai:m", "1", "parse_error", "could not parse"]]
+
+
+def test_tau2_results_in_the_same_store_stay_their_own_section(live_store: tuple[Path, dict[str, Expected]],
+                                                               tmp_path: Path) -> None:
+    """tau2's results for the same variants (its runner through these proxies) go to Table 9; the
+    live rows are the same with or without them."""
+    import shutil
+
+    from tests.support.tau2_results import rewards_file
+
+    db = tmp_path / "both.db"
+    shutil.copy(live_store[0], db)
+    before = json.loads(_report(db, "--json"))["live"]
+    rewards = rewards_file(tmp_path / "merged.json", "airline", [1, 0, 1])
+    after = json.loads(_report(db, "--json", "--tau2-results", f"fully_merged={rewards}"))
+    assert after["live"] == before
+    [row] = after["tau2_bench"]
+    assert row["schemas"] == ["fully_merged"] and row["cells"]["fully_merged"]["episodes"] == 3

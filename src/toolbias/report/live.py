@@ -37,6 +37,13 @@ NORMAL_TERMINATION = "live"
 #: rejection messages shown per row, and their length
 TOP_REJECTIONS = 3
 MESSAGE_CHARS = 160
+#: what the columns of the live table mean (under the table in text, above it in HTML)
+LEGEND = ("conv.: conversations; turns: the agent's requests; rounds: upstream requests; calls: the model's tool "
+          "calls, each decoded to native calls for the agent, a protocol reply or a rejection (off-schema); "
+          "rejected %: the mean over conversations of rejections per call, with a conversation-bootstrap interval; "
+          "protocol/native: upstream requests made only to answer protocol calls or rejections, per native call; "
+          "ended early: conversations that hit the proxy's round limit in a turn, or an upstream error. No gold: "
+          "no success.")
 #: short labels of the terminations other than normal, for the text tables
 ENDED = {"protocol_round_limit": "round limit", "upstream_error": "upstream error"}
 #: the columns of :func:`live_table_rows` that hold text (the others hold numbers)
@@ -157,11 +164,7 @@ def live_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[s
                      str(r["upstream_calls"]), str(r["native_calls"]), str(r["replies"]), str(r["rejections"]),
                      f"{_pct(iv['estimate'])} [{_pct(iv['low'], 0)}, {_pct(iv['high'], 0)}]" if iv["n"] else "-",
                      _num(r["protocol_rounds_per_native_call"]), _num(r["tokens_per_turn"], 0), ended])
-    out = {"Live conversations through toolbias proxy (turns: the agent's requests; rounds: upstream requests; "
-           "calls: the model's tool calls, each decoded to native calls for the agent, a protocol reply or a "
-           "rejection; rejected %: mean over conversations of rejections per call, conversation bootstrap; "
-           "protocol/native: upstream requests made only to answer protocol calls or rejections, per native call; "
-           "ended early: conversations that hit the proxy's round limit in a turn or an upstream error)": (head, body)}
+    out = {"Live conversations through toolbias proxy": (head, body)}
     messages = [[*label(r), str(m["count"]), m["kind"], m["message"]] for r in rows for m in r["top_rejections"]]
     if messages:
         out[f"Live conversations: the {TOP_REJECTIONS} most common rejection messages per variant"] = (
@@ -169,4 +172,4 @@ def live_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[s
     return out
 
 
-__all__ = ["NORMAL_TERMINATION", "TEXT_COLUMNS", "live_table", "live_table_rows", "load_conversations", "summarize", "truncate"]
+__all__ = ["LEGEND", "NORMAL_TERMINATION", "TEXT_COLUMNS", "live_table", "live_table_rows", "load_conversations", "summarize", "truncate"]

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .grid import ReportData
-from .live import TEXT_COLUMNS, live_table_rows
+from .live import LEGEND, TEXT_COLUMNS, live_table_rows
 from .tau2_table import paper_table_rows
 
 MODE_SHORT = {
@@ -200,6 +200,8 @@ def print_report(data: ReportData, console: Console | None = None) -> None:
             console.print(t)
     print_text_tables(paper_table_rows(data.paper_tables), console)  # the paper's Tables 6-9
     print_text_tables(live_table_rows(data.live), console, TEXT_COLUMNS)  # conversations through the proxy
+    if data.live:
+        console.print(Text(LEGEND, style="dim"))
     for note in data.notes:
         console.print(f"[dim]note: {note}[/]")
 
