@@ -16,7 +16,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm", reason="litellm is not installed (pip install 'toolbias[tau2]')")
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 
-from tests.integrations.test_proxy import MODEL, OracleUpstream, native_tools  # noqa: E402
+from tests.support.agents import MODEL, OracleUpstream, native_tools  # noqa: E402
 from tests.support.servers import FakeOpenAIServer  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.proxy import ProxyConfig, ProxyServer  # noqa: E402

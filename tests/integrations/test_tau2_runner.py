@@ -49,7 +49,7 @@ for _module, _why in (("tau2", "tau2-bench is not installed: pip install --no-de
     if importlib.util.find_spec(_module) is None:
         pytest.skip(_why, allow_module_level=True)
 
-from tests.integrations.test_proxy import OracleUpstream  # noqa: E402
+from tests.support.agents import OracleUpstream  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
