@@ -229,7 +229,8 @@ def _halve(cfg: StudyConfig, store: Store, provider: ModelAPI, catalog: Catalog 
     # how each candidate is named again in a round: a spec file by its path (its name is no registry entry)
     selector = {s.name: s.source or s.name for s in resolve_variants(cfg.variants)}
     native = len(base.catalog.tools) or 1
-    session = cfg.study or f"recommend|{cfg.model}|{cfg.control.value}|{cfg.condition.value}|{n}|{cfg.seed}"
+    # the condition label carries a non-default match rule: a re-run under another rule is its own session
+    session = cfg.study or f"recommend|{cfg.model}|{cfg.control.value}|{base.config.condition_label}|{n}|{cfg.seed}"
     per_task: dict[str, dict[str, float]] = {v: {} for v in order}
     alive, rounds, played, eliminated = list(order), [], 0, {}
     done_tasks = 0

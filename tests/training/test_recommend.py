@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.support.catalogs import mini_catalog
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.recommend import rank_variants
@@ -69,6 +71,22 @@ def test_successive_halving_spends_the_sample_on_the_finalists(tmp_path):
     assert result.episodes < result.episodes_full == 5 * 48
     assert result.p_best > 0.95 and result.lead is not None and result.lead[1] > 0  # sure, and the lead excludes 0
     assert again.episodes == 0 and again.choice == "native"  # a re-run resumes from the store
+
+
+def test_halving_under_another_match_rule_is_a_session_of_its_own(tmp_path):
+    """Stored success depends on the match rule: a re-run under another rule plays its own episodes
+    (it neither reuses the first rule's verdicts nor collides with its study names)."""
+    from toolbias.recommend import successive_halving
+    from toolbias.success import MatchRule
+
+    cfg = StudyConfig(model="skilled", variants="native,strip_descriptions", sample=8, concurrency=2)
+    with Store(tmp_path / "h.db") as st:
+        exact = successive_halving(cfg, st, model=ScriptedProvider(script=skilled, name="skilled"))
+        normalised = successive_halving(replace(cfg, match=MatchRule.NORMALISED), st,
+                                        model=ScriptedProvider(script=skilled, name="skilled"))
+        studies = {r.study.split("|round")[0] for r in st.rows(with_record=False)}
+    assert exact.episodes == normalised.episodes == 2 * 8
+    assert len(studies) == 2 and any("+normalised" in s for s in studies)
 
 
 def test_recommend_cli_prints_the_choice_and_exports_it_for_the_proxy(tmp_path):
