@@ -299,16 +299,16 @@ MIN_FORKED_HOOKED_EPISODES = 32
 _SUCCESS, _STATUS = COLUMNS.index("success"), COLUMNS.index("status")
 
 
-def _forkable(model: ModelAPI) -> bool:
-    """Episodes may play in forked workers: the provider is CPU-bound and has no response
-    cache (a file the workers would share)."""
-    return bool(model.cpu_bound) and not model.caches_responses
+def _forkable(study: Study) -> bool:
+    """Episodes may play in forked workers: the provider (and the user simulator, if any) is
+    CPU-bound and has no response cache (a file the workers would share)."""
+    return all(bool(m.cpu_bound) and not m.caches_responses for m in (study.model, study.user) if m is not None)
 
 
 def worker_count(study: Study, n_episodes: int) -> int:
     """How many processes play ``n_episodes`` (:func:`toolbias.engine.worker_count` with
     ``config.workers``): 1 unless the provider is CPU-bound and has no response cache."""
-    return engine_worker_count(study.config.workers, n_episodes, forkable=_forkable(study.model),
+    return engine_worker_count(study.config.workers, n_episodes, forkable=_forkable(study),
                                min_jobs=_min_forked(study))
 
 
@@ -322,7 +322,7 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
 
     def __init__(self, study: Study, episode_cfg: EpisodeConfig) -> None:
         self.study, self.episode_cfg = study, episode_cfg
-        self.cpu_bound = _forkable(study.model)
+        self.cpu_bound = _forkable(study)
         self.hooked = bool(study.catalog.meta.get("episode"))
         self.min_forked_jobs = _min_forked(study)
         self.stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None

@@ -65,6 +65,15 @@ def test_oracle_reaches_tau2_reward_1_on_every_task_under_the_papers_six_schemas
     assert ok == done == 6 * len(load_catalog(f"tau2:{domain}").tasks), failed[:5]
 
 
+def test_a_study_whose_user_simulator_is_a_model_plays_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forked workers are for CPU-bound episodes: a user simulator behind an endpoint keeps a
+    sweep in this process, however many episodes it has."""
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    study = build_study(StudyConfig(model="oracle", catalog="tau2:airline", variants=PAPER_SIX,
+                                    user_model="openai:any-model"))
+    assert worker_count(study, len(study.plan())) == 1
+
+
 def _containers(db: BaseModel, per_table: int = 50) -> set[int]:
     """The identities of a database's mutable parts (models, dicts, lists): its tables and
     everything in their first records (a database is a model of tables, dicts of records)."""
