@@ -236,11 +236,12 @@ class Tau2Environment:
     and scores it with tau2's evaluator.
 
     tau2's tools and evaluator are deterministic functions of the task and the sequence of
-    native calls, and building a tau2 environment (its whole database) costs about half a
-    second: responses are memoised per (task, calls so far) and rewards per (task,
-    trajectory), so a task replayed under another variant with the same native calls (the
-    oracle, or any agent repeating itself) costs no tau2 work. A real environment is built
-    at the first call the memo has not seen, and brought to the episode's state first."""
+    native calls, and an evaluation builds, replays and hashes two whole databases (a tenth
+    to a third of a second): responses are memoised per (task, calls so far) and rewards per
+    (task, trajectory), so a task replayed under another variant with the same native calls
+    (the oracle, or any agent repeating itself) costs no tau2 work; forked workers keep a
+    task's episodes together for this (``EpisodeJobs.affinity``). A real environment is
+    built at the first call the memo has not seen, and brought to the episode's state first."""
 
     _responses: dict[tuple[str, ...], tuple[str, bool]] = {}
     _rewards: dict[tuple[str, ...], dict[str, Any]] = {}
