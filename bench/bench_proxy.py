@@ -14,7 +14,8 @@ canned chat completion per request, ~15 us of CPU each), so it is not the bound.
 - ``provider``: ``openai:`` provider ``generate()`` behind the wrapper (retries, limits), as a study calls it;
 - ``proxy:<variant>``: ``toolbias proxy`` in its own process (uvicorn), driven by a bare aiohttp
   loop posting native-tool requests; the upstream answers with the variant's encoding of one
-  native call, so every proxy turn decodes one variant call into one native call.
+  native call, so every proxy turn decodes one variant call into one native call;
+- ``proxy+store:<variant>``: the same with ``--store`` (every conversation a row in SQLite).
 
 For each arm: turns/s, its ratio to ``httpx``, and CPU ms per turn in this process, the
 proxy and the upstream (from /proc). Figures, never a test: the machine may be shared.
@@ -29,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,7 @@ async def run(args: argparse.Namespace) -> None:
     messages = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": task.query}]
     me = os.getpid()
     results = []
+    tmp = tempfile.mkdtemp(prefix="bench_proxy_")
     for concurrency in args.concurrency:
         gold = task.gold[0]
         up, port = start([sys.executable, "-c", UPSTREAM, "0",
@@ -177,7 +180,8 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             up.kill()
             up.wait()
-        for variant in args.variants:
+        arms = [(v, False) for v in args.variants] + [(v, True) for v in args.store_variants]
+        for variant, with_store in arms:
             codec = CodecSource(resolve_variant(variant)).for_tools(tools).codec
             encoded = codec.encode([NativeAction("live", gold.tool, gold.arguments)])
             if len(encoded) != 1:  # a protocol: the canned reply cannot play it (one call per turn)
@@ -186,8 +190,9 @@ async def run(args: argparse.Namespace) -> None:
             up, port = start([sys.executable, "-c", UPSTREAM, "0", json.dumps(completion(
                 {"name": encoded[0].name, "arguments": dict(encoded[0].arguments)}))])
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+            store = ["--store", str(Path(tmp) / f"{variant}.db")] if with_store else []
             proxy, proxy_url = start([sys.executable, "-m", "toolbias", "proxy", "--upstream",
-                                      f"http://127.0.0.1:{port}/v1", "--variant", variant, "--port", "0"], env)
+                                      f"http://127.0.0.1:{port}/v1", "--variant", variant, "--port", "0", *store], env)
             try:
                 agent_body = json.dumps({"model": "m", "messages": messages, "tools": tools}).encode()
 
@@ -196,7 +201,8 @@ async def run(args: argparse.Namespace) -> None:
                                             headers={"content-type": "application/json"}) as r:
                         text = await r.read()
                         assert r.status == 200, text
-                results.append(await arm(f"proxy:{variant} c={concurrency}", args.seconds, concurrency, via_proxy,
+                name = f"proxy{'+store' if with_store else ''}:{variant}"
+                results.append(await arm(f"{name} c={concurrency}", args.seconds, concurrency, via_proxy,
                                          {**pids, "upstream": up.pid, "proxy": proxy.pid}))
             finally:
                 for p in (proxy, up):
@@ -219,6 +225,8 @@ def main() -> None:
     ap.add_argument("--concurrency", default="64", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--variants", default="native,fully_merged,nested_args", type=lambda s: s.split(","))
+    ap.add_argument("--store-variants", default="fully_merged", type=lambda s: [v for v in s.split(",") if v],
+                    help="variants also run with --store (every conversation written to SQLite); '' for none")
     asyncio.run(run(ap.parse_args()))
 
 

@@ -42,15 +42,16 @@ class OracleUpstream:
     proxy builds, ``per_round`` calls per request, then a text answer."""
 
     def __init__(self, codec: Codec, gold: tuple[NativeAction, ...], per_round: int = 1,
-                 domain: str = "live") -> None:
+                 domain: str = "live", answer: str = "All done.") -> None:
         self.calls = codec.encode([NativeAction(domain, a.tool, a.arguments) for a in gold])
         self.per_round = per_round
+        self.answer = answer
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         made = sum(len(m.get("tool_calls") or []) for m in body["messages"] if m["role"] == "assistant")
         batch = self.calls[made:made + self.per_round]
         if not batch:
-            return Reply.text("All done.")
+            return Reply.text(self.answer)
         return Reply.calls(*((c.name, dict(c.arguments)) for c in batch))
 
 
@@ -183,6 +184,43 @@ def test_streaming_replies_carry_the_same_native_calls(builtin: Catalog, upstrea
     with _proxy(upstream, "transaction") as proxy:
         executed, _, answer = run_agent(proxy.base_url, tools, task.query, stream=True)
     assert executed == [(a.tool, dict(a.arguments)) for a in task.gold] and answer == "All done."
+
+
+#: two tools as pydantic writes them (``$defs`` + ``$ref``, and ``Model | dict``), as tau2's airline sends them
+PYDANTIC_TOOLS = [
+    {"type": "function", "function": {
+        "name": "book_trip", "description": "Book a trip.",
+        "parameters": {"$defs": {"Leg": {"properties": {"origin": {"type": "string"}, "date": {"type": "string"}},
+                                         "required": ["origin", "date"], "title": "Leg", "type": "object"},
+                                 "Passenger": {"properties": {"name": {"type": "string"}},
+                                               "required": ["name"], "title": "Passenger", "type": "object"}},
+                       "properties": {"user_id": {"type": "string"},
+                                      "legs": {"items": {"anyOf": [{"$ref": "#/$defs/Leg"},
+                                                                   {"additionalProperties": True, "type": "object"}]},
+                                               "type": "array"},
+                                      "passenger": {"$ref": "#/$defs/Passenger"}},
+                       "required": ["user_id", "legs", "passenger"], "title": "parameters", "type": "object"}}},
+    {"type": "function", "function": {
+        "name": "get_trip", "description": "Look a trip up.",
+        "parameters": {"properties": {"trip_id": {"type": "string"}}, "required": ["trip_id"], "type": "object"}}},
+]
+
+
+@pytest.mark.parametrize("variant", ["nested_args", "fully_split", "transaction"])
+def test_tools_with_pydantic_refs_are_inlined_not_refused(upstream: FakeOpenAIServer, variant: str) -> None:
+    """Without --catalog the variant is built on the request's tools: ``$defs`` references
+    (every pydantic-made tool list: tau2-bench's airline, most frameworks) are written in
+    place first, so the request is served instead of refused with a 400."""
+    book = NativeAction("live", "book_trip", {"user_id": "u1", "legs": [{"origin": "SFO", "date": "2024-05-01"}],
+                                              "passenger": {"name": "Ada"}})
+    gold = (NativeAction("live", "get_trip", {"trip_id": "t9"}), book)
+    bound = CodecSource(resolve_variant(variant)).for_tools(PYDANTIC_TOOLS)
+    assert "$ref" not in json.dumps(bound.tools) and "$defs" not in json.dumps(bound.tools)
+    upstream.responder = OracleUpstream(bound.codec, gold, 1)
+    with _proxy(upstream, variant) as proxy:
+        executed, _, answer = run_agent(proxy.base_url, PYDANTIC_TOOLS, "book it")
+    assert executed == [(a.tool, dict(a.arguments)) for a in gold] and answer == "All done."
+    assert "$ref" not in json.dumps(upstream.requests[0]["tools"])
 
 
 # ----------------------------------------------------------------------------- decoding

@@ -179,3 +179,14 @@ def test_openai_compatible_server_end_to_end(tmp_path, monkeypatch) -> None:
         text = invoke("select", "run", *base[:-1], "--presentation", "text", "--json")
         assert text["delta_pos"] == pytest.approx(0.8)
         assert srv.requests[-1].get("tools") in (None, [])
+
+
+def test_run_in_a_log_prints_progress_lines(models, tmp_path) -> None:
+    """stderr not a terminal (a CI job): plain progress lines, the last one counting every answer."""
+    result = CliRunner().invoke(cli, ["select", "run", "--model", "test:first", "--queries", "2", "--clusters",
+                                      "translation,qr_code", "--store", str(tmp_path / "s.db")],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ": parsed " in ln]
+    assert lines, result.stderr
+    assert lines[-1].endswith("parsed 20, unparsed 0, errors 0") and " 20/20:" in lines[-1]

@@ -4,7 +4,7 @@ success count, then the study's finding in one sentence and where its HTML repor
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,53 @@ from ..store import Store
 FINDING_MAX_EPISODES = 20_000
 
 
+class ProgressLines:
+    """Progress as plain lines, where stderr is a log file or a CI job rather than a terminal (a
+    live bar shows nothing there until the end): one line at each tenth of the work, and one at
+    least every ``every_s`` seconds in between."""
+
+    def __init__(self, console: Console, every_s: float = 30.0,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.console, self.every_s, self.clock = console, every_s, clock
+        self._tenth = -1
+        self._last = clock()
+
+    def due(self, done: int, total: int) -> bool:
+        """Whether a line is due at ``done`` of ``total`` (and, if so, count it as printed)."""
+        tenth = 10 * done // total if total else 0
+        now = self.clock()
+        if tenth == self._tenth and now - self._last < self.every_s:
+            return False
+        self._tenth, self._last = tenth, now
+        return True
+
+    def __call__(self, p: RunProgress) -> None:
+        if not self.due(p.done, p.total):
+            return
+        now = self._last
+        ran = p.done - p.skipped
+        elapsed = max(now - p.started, 1e-9)
+        parts = [f"episodes {p.done}/{p.total}"]
+        if p.done:
+            parts.append(f"success {p.successes}/{p.done} ({100 * p.successes / p.done:.0f}%)")
+        if ran and p.total > p.done:
+            parts.append(f"eta {_duration((p.total - p.done) * elapsed / ran)}")
+        self.console.print(", ".join(parts), highlight=False, soft_wrap=True)
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
+
+
 @contextmanager
 def progress_bar(console: Console) -> Iterator[ProgressFn]:
     """A live bar: episodes done of the total, successes so far (count and rate), episodes per
-    second, elapsed time and the estimated time left. Yields the runner's progress callback."""
+    second, elapsed time and the estimated time left. Yields the runner's progress callback
+    (:class:`ProgressLines` where the console is not a terminal)."""
+    if not console.is_terminal:
+        yield ProgressLines(console)
+        return
     columns = (TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(),
                TextColumn("success {task.fields[succ]}"), TextColumn("{task.fields[rate]}"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())

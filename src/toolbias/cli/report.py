@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import click
 from rich.console import Console
@@ -52,17 +53,27 @@ def register(group: click.Group) -> None:
                   "mitigation conditions]")
     @click.option("--splits", "splits_spec", help="mark results seen / held-out variant / held-out domain by this "
                   "splits manifest (default, table4, builtin or a JSON file)")
+    @click.option("--tau2-results", multiple=True, metavar="[VARIANT=]FILE",
+                  help="import a results file `tau2 run` wrote into --store first (repeat; again adds nothing), "
+                  "for Table 9; VARIANT= names the schema it ran under (the proxy's --variant)")
+    @click.option("--tau2-variant", help="the schema (variant) of --tau2-results files that do not name one "
+                  "[default: what the file says, else required]")
+    @click.option("--tau2-model", help="the model of --tau2-results files [default: the file's agent LLM, "
+                  "openai/M as openai:M]")
     def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | None, figures_dir: str | None,
                    html_path: str | None, catalog: str | None, seed: int, resamples: int, confidence: float,
                    sample_n: int, repeats: int, baseline: str, episodes_per_mode: int,
                    episodes_limit: int, trained: tuple[str, ...], base_model: str | None,
-                   splits_spec: str | None) -> None:
+                   splits_spec: str | None, tau2_results: tuple[str, ...], tau2_variant: str | None,
+                   tau2_model: str | None) -> None:
         """Report a study: model x variant grid with 95% intervals and failure modes,
-        paired differences, schema-form gap, probes, difficulty prediction."""
+        paired differences, schema-form gap, probes, difficulty prediction, and the paper's
+        tables whose arms were run (Table 9: tau2-bench, in process and imported)."""
         from ..report import ReportSettings, build_report, dumps, print_report
         from ..report import mitigation as mit
         from ..report.grid import open_store
 
+        imports = _import_tau2(store, tau2_results, tau2_variant, tau2_model)
         settings = ReportSettings(seed=seed, n_resamples=resamples, confidence=confidence, sample_n=sample_n,
                                   repeats=repeats, baseline=baseline)
         runs = [mit.TrainedRun.parse(t) for t in trained]
@@ -97,12 +108,14 @@ def register(group: click.Group) -> None:
                            figures=pngs if pngs is not None else True, fragments=fragments)
                 err.print(f"wrote {html_path}")
         if as_json:
-            if table is None and view is None:
+            if table is None and view is None and not imports:
                 click.echo(dumps(data))
                 return
             import json
 
             payload = json.loads(dumps(data))
+            if imports:
+                payload["tau2_imports"] = [i.to_dict() for i in imports]
             if table is not None:
                 payload["mitigation"] = table.to_dict()
             if view is not None:
@@ -115,6 +128,25 @@ def register(group: click.Group) -> None:
                 mit.print_mitigations(table, console)
             if view is not None:
                 mit.print_split_view(view, console)
+
+    def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model: str | None) -> list[Any]:
+        """Import tau2 results files into ``store`` (created if new); one line each on stderr."""
+        if not files:
+            if variant or model:
+                raise click.UsageError("--tau2-variant and --tau2-model go with --tau2-results FILE")
+            return []
+        from ..integrations.tau2_results import import_tau2_results, parse_results_option
+        from ..store import Store
+
+        done = []
+        with Store(store) as st:
+            for value in files:
+                path, named = parse_results_option(value)
+                done.append(import_tau2_results(st, path, variant=named or variant, model=model))
+                click.echo(done[-1].describe(), err=True)
+                for note in done[-1].notes:
+                    click.echo(f"note: {note}", err=True)
+        return done
 
     @group.command("probe")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",

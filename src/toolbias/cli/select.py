@@ -38,6 +38,7 @@ from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
+from .display import ProgressLines
 
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
@@ -123,7 +124,19 @@ def _progress(total: int, label: str) -> Iterator[Callable[[SelectionRecord], No
                TextColumn("parsed {task.fields[ok]}  unparsed {task.fields[unparsed]}  errors {task.fields[err]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
     counts = {"ok": 0, "unparsed": 0, "error": 0}
-    with Progress(*columns, console=_console(), transient=False) as bar:
+    console = _console()
+    if not console.is_terminal:  # a log: plain lines, a live bar would show nothing until the end
+        lines, seen = ProgressLines(console), [0]
+
+        def on_line(rec: SelectionRecord) -> None:
+            counts[rec.status.value] += 1
+            seen[0] += 1
+            if lines.due(seen[0], total):
+                console.print(f"{label} {seen[0]}/{total}: parsed {counts['ok']}, unparsed {counts['unparsed']}, "
+                              f"errors {counts['error']}", highlight=False, soft_wrap=True)
+        yield on_line
+        return
+    with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task(label, total=total, ok=0, unparsed=0, err=0)
 
         def on_record(rec: SelectionRecord) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 
 from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import infer_class, parse_tool
+from ..catalog.refs import inline_refs
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, Message, ModelAPI
 
@@ -119,41 +120,6 @@ def _classes(domain: str) -> tuple[dict[str, str], str]:
             if isinstance(data, dict):
                 return {str(k): str(v) for k, v in data.items()}, str(path)
     return {}, "inferred from tool names (paper adapters not found; set " + ADAPTERS_ENV + ")"
-
-
-def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
-    """A pydantic JSON schema with its ``$defs`` references written in place (toolbias's
-    operators and checks work on self-contained schemas)."""
-    if depth > 32:
-        raise CatalogError("schema references nest deeper than 32 levels (recursive model?)")
-    if isinstance(schema, dict):
-        if defs is None:
-            defs = schema.get("$defs") or schema.get("definitions") or {}
-        ref = schema.get("$ref")
-        if isinstance(ref, str) and ref.split("/")[-1] in defs:
-            target = inline_refs(defs[ref.split("/")[-1]], defs, depth + 1)
-            extra = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k != "$ref"}
-            return {**target, **extra}
-        out = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k not in ("$defs", "definitions")}
-        return _typed_alternative(out)
-    if isinstance(schema, list):
-        return [inline_refs(v, defs, depth) for v in schema]
-    return schema
-
-
-def _typed_alternative(schema: dict[str, Any]) -> dict[str, Any]:
-    """``anyOf: [<a model>, {"type": "object", "additionalProperties": true}]`` (tau2's
-    ``FlightInfo | dict`` arguments) as the model's schema: the typed alternative is the one
-    the gold uses and the one a model can be shown."""
-    alternatives = schema.get("anyOf")
-    if not isinstance(alternatives, list) or len(alternatives) != 2:
-        return schema
-    loose = [a for a in alternatives if a == {"additionalProperties": True, "type": "object"}]
-    typed = [a for a in alternatives if a not in loose and isinstance(a, dict) and a.get("properties")]
-    if len(loose) != 1 or len(typed) != 1:
-        return schema
-    rest = {k: v for k, v in schema.items() if k != "anyOf"}
-    return {**typed[0], **rest}
 
 
 @lru_cache(maxsize=4)

@@ -34,6 +34,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+from .. import wirejson
 from ..errors import ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
 from .textcalls import find_tool_calls
@@ -128,7 +129,7 @@ class OpenAIProvider(ModelAPI):
         self.extra_body = dict(extra_body) if extra_body else None
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self._clients: dict[int, Any] = {}
-        self._tool_texts: dict[int, tuple[list[Any], str]] = {}
+        self._tool_texts: dict[int, tuple[list[Any], bytes]] = {}
         self._turn = itertools.count()
 
     def __repr__(self) -> str:  # never shows the key
@@ -176,10 +177,10 @@ class OpenAIProvider(ModelAPI):
         (retryable or not, with the HTTP status when there was one)."""
         tools = body.get("tools")
         if isinstance(tools, list) and len(body) > 1:  # the tool list is the same object every turn: encoded once
-            rest = _dumps({k: v for k, v in body.items() if k != "tools"})
-            data = f'{rest[:-1]},"tools":{self._tools_json(tools)}}}'.encode()
+            rest = wirejson.dumpb({k: v for k, v in body.items() if k != "tools"})
+            data = rest[:-1] + b',"tools":' + self._tools_json(tools) + b"}"
         else:
-            data = _dumps(body).encode()
+            data = wirejson.dumpb(body)
         try:
             async with self.http_client().post(url + path, data=data) as response:
                 content = await response.read()
@@ -189,20 +190,20 @@ class OpenAIProvider(ModelAPI):
         if status >= 400:
             raise self._status_error(status, content, headers, url)
         try:
-            data = json.loads(content)
+            data = wirejson.loads(content)
         except (ValueError, RecursionError) as exc:
             raise InfraError(f"{_redact(url)}: unreadable response: {exc}", retryable=True) from None
         if not isinstance(data, dict):
             raise InfraError(f"{_redact(url)}: unreadable response: not a JSON object", retryable=True)
         return data
 
-    def _tools_json(self, tools: list[Any]) -> str:
+    def _tools_json(self, tools: list[Any]) -> bytes:
         """JSON of a tool list, cached by identity (codecs share one list per domain; the list
         is kept with its text, so its id cannot be reused while cached)."""
         hit = self._tool_texts.get(id(tools))
         if hit is not None and hit[0] is tools:
             return hit[1]
-        text: str = _dumps(tools)
+        text = wirejson.dumpb(tools)
         if len(self._tool_texts) >= 256:
             self._tool_texts.clear()
         self._tool_texts[id(tools)] = (tools, text)
@@ -364,9 +365,6 @@ class HTTPInfraError(InfraError):
     def __init__(self, status: int, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
         super().__init__(message, retryable=retryable, retry_after=retry_after)
         self.status = status
-
-
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _int(value: Any) -> int:

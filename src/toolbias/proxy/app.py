@@ -11,12 +11,12 @@ without tools streams the upstream's bytes through unchanged.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from .. import wirejson
 from ..providers.base import InfraError
 from .service import ProxyError, VariantProxy, upstream_error
 
@@ -28,7 +28,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 #: the largest request body accepted (a long agent conversation with big tool results fits)
 MAX_BODY = 64 * 1024 * 1024
 
@@ -83,7 +82,7 @@ class ProxyApp:
     async def _chat(self, receive: Receive, send: Send) -> None:
         raw = await _read_body(receive)
         try:
-            body = json.loads(raw)
+            body = wirejson.loads(raw)
         except (ValueError, RecursionError) as exc:
             raise ProxyError(400, f"the request body is not JSON: {exc}", code="invalid_json") from None
         if not isinstance(body, dict):
@@ -99,7 +98,7 @@ class ProxyApp:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         for chunk in completion_chunks(result, include_usage):
-            await send({"type": "http.response.body", "body": b"data: " + _dumps(chunk).encode() + b"\n\n",
+            await send({"type": "http.response.body", "body": b"data: " + wirejson.dumpb(chunk) + b"\n\n",
                         "more_body": True})
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
@@ -113,7 +112,7 @@ class ProxyApp:
             await _send_json(send, 200, result)
             return
         try:
-            response = await provider.http_client().post(url + "/chat/completions", data=_dumps(out).encode())
+            response = await provider.http_client().post(url + "/chat/completions", data=wirejson.dumpb(out))
         except Exception as exc:  # noqa: BLE001 - transport errors become a clear 502/504
             err = provider._transport_error(exc, url)
             if not isinstance(err, InfraError):
@@ -130,7 +129,7 @@ class ProxyApp:
             except Exception as exc:  # noqa: BLE001 - the stream broke after it started: say so in it
                 error = {"error": {"message": f"upstream model server: stream interrupted: {exc!r}",
                                    "type": "upstream_error", "param": None, "code": "upstream_stream_broken"}}
-                await send({"type": "http.response.body", "body": b"data: " + _dumps(error).encode() + b"\n\n",
+                await send({"type": "http.response.body", "body": b"data: " + wirejson.dumpb(error) + b"\n\n",
                             "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -140,7 +139,7 @@ class ProxyApp:
         provider = self.proxy.upstream_probe.inner
         try:
             status, content = await provider.get_json(provider.next_url(), "/models")  # type: ignore[attr-defined]
-            data = json.loads(content) if status == 200 else None
+            data = wirejson.loads(content) if status == 200 else None
         except (InfraError, ValueError):  # an upstream without a usable /models
             data = None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
@@ -184,7 +183,7 @@ async def _read_body(receive: Receive) -> bytes:
 
 
 async def _send_json(send: Send, status: int, body: Any) -> None:
-    data = _dumps(body).encode("utf-8", "surrogatepass")
+    data = wirejson.dumpb(body)
     await send({"type": "http.response.start", "status": status,
                 "headers": [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError, ToolbiasError
+from ..integrations.tau2_results import TAU2_KIND
 from ..probes import ProbeCell, compliance_cells
 from ..scoring import FAILURE_ORDER
 from ..stats import (
@@ -32,8 +33,11 @@ from ..stats import (
 from ..store import Store, episodes_dataframe
 from .paper_tables import paper_tables, query_weighted_ratio
 from .stored import stored_classes, stored_function_ratios, stored_steps
+from .tau2_table import TABLE_KEY, tau2_table
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
+#: the store kinds whose records are toolbias episodes (the HTML drill-down shows these)
+DRILL_DOWN_KINDS = ("task", "probe")
 
 
 @dataclass
@@ -72,7 +76,8 @@ class ReportData:
     #: variant -> its steps ``[[op, params], ...]`` as the studies ran them (older studies: absent)
     variant_steps: dict[str, list[Any]] = field(default_factory=dict)
     #: the paper's arm-comparison tables (:mod:`toolbias.report.paper_tables`): merge_encodings
-    #: (Table 6), convention_mixture (Table 7), class_controls (Table 8)
+    #: (Table 6), convention_mixture (Table 7), class_controls (Table 8); tau2_bench (Table 9,
+    #: :mod:`toolbias.report.tau2_table`)
     paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # -- lookups ----------------------------------------------------------------
@@ -206,6 +211,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     st = open_store(store) if not isinstance(store, Store) else store
     try:
         df = episodes_dataframe(st, kind="task")
+        imported = episodes_dataframe(st, kind=TAU2_KIND)  # tau2 results files (Table 9 only)
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
         metas = st.study_meta()
@@ -214,6 +220,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
             st.close()
     if study is not None:
         df = df[df["study"] == study]
+        imported = imported[imported["study"] == study]
         probe_rows = [r for r in probe_rows if r["study"].startswith(study)]
     notes: list[str] = []
     if infra:
@@ -258,6 +265,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         ratios = {v: ratios[v] if v not in rebuilt else rebuilt[v] for v in task_variants
                   if v in ratios or v in rebuilt}
         notes.extend(more)
+    if len(imported):
+        notes.append(f"Table 9 includes {len(imported)} simulations imported from tau2 results files; the other "
+                     "sections show toolbias's own episodes")
     if len(df) and settings.baseline not in set(df["variant"]):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
     return ReportData(
@@ -269,7 +279,8 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
         catalogs=catalogs, notes=notes, study=study,
         classes=stored_classes(metas, all_studies), variant_steps=steps,
-        paper_tables=paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf))
+        paper_tables={**paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf),
+                      TABLE_KEY: tau2_table(df, imported, seed=seed, n_resamples=n_res, confidence=conf)})
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:
@@ -302,7 +313,9 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
                     limit: int = 1000, study: str | None = None) -> tuple[list[EpisodeView], int]:
     """Episodes worth showing: per cell (and kind), up to ``per_mode`` of each failure mode
     (so every mode present appears) and ``successes`` successes; at most ``limit`` in all.
-    Returns the views and how many finished episodes were left out."""
+    Returns the views and how many finished episodes were left out. Only toolbias's own
+    episode records (:data:`DRILL_DOWN_KINDS`): a proxy's live conversation or an imported tau2
+    simulation has another shape (and no gold to explain a failure against)."""
     own = not isinstance(store, Store)
     st = open_store(store) if not isinstance(store, Store) else store
     try:
@@ -310,7 +323,7 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
         counts: dict[tuple[Any, ...], int] = {}
         total = 0
         for r in st.rows(kind=None, with_record=False):
-            if study is not None and not r.study.startswith(study):
+            if r.kind not in DRILL_DOWN_KINDS or (study is not None and not r.study.startswith(study)):
                 continue
             total += 1
             slot = (r.kind, r.model, r.variant, r.control, r.condition, r.failure_mode if not r.success else "+")

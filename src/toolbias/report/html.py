@@ -29,9 +29,9 @@ from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
-from .paper_tables import table_rows
 from .stored import format_steps
 from .tables import pct, pp
+from .tau2_table import paper_table_rows
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -358,12 +358,13 @@ def _episodes_section(episodes: Sequence[EpisodeView], left_out: int, classes: M
 
 
 def _paper_tables_section(data: ReportData) -> str:
-    tables = table_rows(data.paper_tables)
+    tables = paper_table_rows(data.paper_tables)
     if not tables:
         return ""
-    out = ['<section id="paper-tables"><h2>Arm comparisons (paper Tables 6-8)</h2>']
-    for title, (head, rows) in tables.items():
-        out.append(f"<h3>{e(title)}</h3>" + _table(head, rows, num_cols=range(1, len(head))))
+    out = ['<section id="paper-tables"><h2>Paper tables (Tables 6-9)</h2>']
+    for title, (head, rows) in tables.items():  # cells are text (model names are user data): escaped
+        out.append(f"<h3>{e(title)}</h3>" + _table(head, [[e(c) for c in row] for row in rows],
+                                                    num_cols=range(1, len(head))))
     return "".join(out) + "</section>"
 
 
@@ -420,7 +421,7 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
            ("differences", "Differences") if data.variant_diffs or data.model_diffs else None,
            ("gap", "Schema-form gap") if data.gap else None, ("probes", "Probes") if data.probes else None,
            ("difficulty", "Difficulty") if data.difficulty else None,
-           ("paper-tables", "Tables 6-8") if table_rows(data.paper_tables) else None, ("variants", "Variants"),
+           ("paper-tables", "Tables 6-9") if paper_table_rows(data.paper_tables) else None, ("variants", "Variants"),
            ("episodes", "Episodes") if episodes else None, ("failure-modes", "Failure modes")]
     nav += [(f"extra-{i}", title) for i, (title, _) in enumerate(extra)]
     links = "".join(f'<a href="#{a}">{e(t)}</a>' for item in nav if item for a, t in [item])

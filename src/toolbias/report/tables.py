@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .grid import ReportData
-from .paper_tables import table_rows
+from .tau2_table import paper_table_rows
 
 MODE_SHORT = {
     "livelock": "livelock", "transaction_handle": "txn handle", "rejected_and_stuck": "rejected",
@@ -171,7 +171,7 @@ def difficulty_table(data: ReportData) -> Table | None:
 
 def print_report(data: ReportData, console: Console | None = None) -> None:
     console = console or Console()
-    if not data.cells and not data.probes:
+    if not data.cells and not data.probes and not paper_table_rows(data.paper_tables):
         console.print(f"[yellow]no finished episodes in {data.store}[/]")
         return
     for table in grid_tables(data):
@@ -182,8 +182,9 @@ def print_report(data: ReportData, console: Console | None = None) -> None:
         t = make(data)
         if t is not None:
             console.print(t)
-    for title, (head, rows) in table_rows(data.paper_tables).items():  # the paper's Tables 6-8
-        t = Table(title=title, title_justify="left")
+    for title, (head, rows) in paper_table_rows(data.paper_tables).items():  # the paper's Tables 6-9
+        console.print(Text(title, style="italic"))  # above the table: a narrow table would wrap it
+        t = Table()
         for i, h in enumerate(head):
             t.add_column(h, justify="left" if i == 0 else "right")
         for row in rows:

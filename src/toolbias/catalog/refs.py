@@ -1,0 +1,52 @@
+"""Self-contained parameter schemas: ``$defs`` references written in place.
+
+Tools generated from pydantic models (tau2-bench's, most agent frameworks') describe
+nested arguments as ``{"$ref": "#/$defs/Model"}``; toolbias's operators and checks work on
+self-contained schemas, so such a schema is inlined before it is loaded or rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import CatalogError
+
+#: the deepest chain of references followed (a recursive model has no inline form)
+MAX_DEPTH = 32
+
+
+def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+    """``schema`` with its local ``$ref`` references replaced by the definitions they name
+    and its ``$defs`` / ``definitions`` removed; ``X | dict`` alternatives become ``X``."""
+    if depth > MAX_DEPTH:
+        raise CatalogError(f"schema references nest deeper than {MAX_DEPTH} levels (recursive model?)",
+                           fix="give the tool a schema without recursive references")
+    if isinstance(schema, dict):
+        if defs is None:
+            defs = schema.get("$defs") or schema.get("definitions") or {}
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.split("/")[-1] in defs:
+            target = inline_refs(defs[ref.split("/")[-1]], defs, depth + 1)
+            extra = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k != "$ref"}
+            return {**target, **extra}
+        out = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k not in ("$defs", "definitions")}
+        return _typed_alternative(out)
+    if isinstance(schema, list):
+        return [inline_refs(v, defs, depth) for v in schema]
+    return schema
+
+
+def _typed_alternative(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [<a model>, {"type": "object", "additionalProperties": true}]`` (tau2's
+    ``FlightInfo | dict`` arguments) as the model's schema: the typed alternative is the one
+    the gold uses and the one a model can be shown."""
+    alternatives = schema.get("anyOf")
+    if not isinstance(alternatives, list) or len(alternatives) != 2:
+        return schema
+    loose = [a for a in alternatives if a == {"additionalProperties": True, "type": "object"}]
+    typed = [a for a in alternatives if a not in loose and isinstance(a, dict) and a.get("properties")]
+    if len(loose) != 1 or len(typed) != 1:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**typed[0], **rest}
