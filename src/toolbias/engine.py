@@ -211,16 +211,21 @@ async def _play_forked(kind: JobKind[ItemT, Any], todo: Sequence[tuple[str, Item
 
     async def work(indices: Iterator[int], emit: Emit) -> Any:
         kind.worker_start()
-        await _play_here(kind, (todo[j] for i in indices for j in groups[i]), emit, concurrency)
+        jobs = (todo[i] for i in indices) if groups is None else (todo[j] for i in indices for j in groups[i])
+        await _play_here(kind, jobs, emit, concurrency)
         return kind.worker_summary()
 
-    for summary in await run_forked(len(groups), workers, work, writer.add_batch, writer.keep):
+    units = len(todo) if groups is None else len(groups)
+    for summary in await run_forked(units, workers, work, writer.add_batch, writer.keep):
         kind.absorb(summary)
 
 
-def affinity_groups(kind: JobKind[ItemT, Any], todo: Sequence[tuple[str, ItemT]]) -> list[list[int]]:
-    """Indices of ``todo`` in the units handed to workers: one per job, except that jobs of
-    the same :meth:`JobKind.affinity` form one unit (in plan order, where its first job was)."""
+def affinity_groups(kind: JobKind[ItemT, Any], todo: Sequence[tuple[str, ItemT]]) -> list[list[int]] | None:
+    """The units handed to workers, as indices of ``todo``: jobs of the same
+    :meth:`JobKind.affinity` form one (in plan order, where its first job was), any other job
+    is one alone. None when the kind has no affinities (every job is a unit)."""
+    if type(kind).affinity is JobKind.affinity:
+        return None
     groups: list[list[int]] = []
     by_affinity: dict[Hashable, list[int]] = {}
     for i, (_, item) in enumerate(todo):
