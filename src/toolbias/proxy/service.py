@@ -178,14 +178,18 @@ class VariantProxy:
         message = {"role": "assistant", "content": reply.get("content")}
         if reply.get("tool_calls"):
             message["tool_calls"] = reply["tool_calls"]
+        mark = {"conversation": log.conv_id, "variant": log.variant, "rounds": log.rounds,
+                "latency_s": round(latency, 6)}
+        # the mark in the choice too: litellm (tau2's client) keeps a choice's extra fields and drops the
+        # response's, so tau2's results file names its schema (``toolbias report --tau2-results``)
         return {
             "id": f"chatcmpl-tb{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
             "model": str(body.get("model") or self.config.model),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None,
+                         "toolbias": mark}],
             "usage": {"prompt_tokens": log.prompt_tokens, "completion_tokens": log.completion_tokens,
                       "total_tokens": log.prompt_tokens + log.completion_tokens},
-            "toolbias": {"conversation": log.conv_id, "variant": log.variant, "rounds": log.rounds,
-                         "latency_s": round(latency, 6)},
+            "toolbias": mark,
         }
 
     # -- pass-through -----------------------------------------------------------------

@@ -31,6 +31,7 @@ from ..stats import (
     variant_differences,
 )
 from ..store import Store, episodes_dataframe
+from .live import live_table, load_conversations
 from .paper_tables import paper_tables, query_weighted_ratio
 from .stored import stored_classes, stored_function_ratios, stored_steps
 from .tau2_table import TABLE_KEY, tau2_table
@@ -79,6 +80,8 @@ class ReportData:
     #: (Table 6), convention_mixture (Table 7), class_controls (Table 8); tau2_bench (Table 9,
     #: :mod:`toolbias.report.tau2_table`)
     paper_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: live conversations through ``toolbias proxy --store``, per study and variant (:mod:`toolbias.report.live`)
+    live: list[dict[str, Any]] = field(default_factory=list)
 
     # -- lookups ----------------------------------------------------------------
     @property
@@ -113,6 +116,7 @@ class ReportData:
             "function_ratios": self.function_ratios,
             "variant_steps": self.variant_steps,
             **self.paper_tables,
+            "live": self.live,
             "notes": self.notes,
         })
 
@@ -215,6 +219,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
         metas = st.study_meta()
+        conversations = load_conversations(st, study)  # the proxy's live conversations
     finally:
         if own:
             st.close()
@@ -280,7 +285,9 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         catalogs=catalogs, notes=notes, study=study,
         classes=stored_classes(metas, all_studies), variant_steps=steps,
         paper_tables={**paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf),
-                      TABLE_KEY: tau2_table(df, imported, seed=seed, n_resamples=n_res, confidence=conf)})
+                      TABLE_KEY: tau2_table(df, imported, seed=seed, n_resamples=n_res, confidence=conf)},
+        live=live_table(conversations, order=variant_order([c["variant"] for c in conversations], settings.baseline),
+                        seed=seed, n_resamples=n_res, confidence=conf))
 
 
 def p_key(p: ProbeCell) -> tuple[str, str, str, str]:

@@ -29,6 +29,7 @@ from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
+from .live import LEGEND, TEXT_COLUMNS, live_table_rows
 from .stored import format_steps
 from .tables import pct, pp
 from .tau2_table import paper_table_rows
@@ -368,6 +369,18 @@ def _paper_tables_section(data: ReportData) -> str:
     return "".join(out) + "</section>"
 
 
+def _live_section(data: ReportData) -> str:
+    tables = live_table_rows(data.live)
+    if not tables:
+        return ""
+    out = ['<section id="live"><h2>Live conversations</h2><p class="muted">Agents run through '
+           f"<code>toolbias proxy --store</code>, one row per study and variant. {e(LEGEND)}</p>"]
+    for title, (head, rows) in tables.items():  # rejection messages are model output: escaped
+        nums = [i for i, h in enumerate(head) if i and h not in TEXT_COLUMNS]
+        out.append(f"<h3>{e(title)}</h3>" + _table(head, [[e(c) for c in row] for row in rows], num_cols=nums))
+    return "".join(out) + "</section>"
+
+
 def _rules_section() -> str:
     rows = [[_chip(m.value), e(FAILURE_RULES[m][0]), e(FAILURE_RULES[m][1])] for m in FAILURE_ORDER]
     return ('<section id="failure-modes"><h2>Failure modes</h2><p class="muted">Each failed episode gets the first '
@@ -417,11 +430,13 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
         extra = selection_fragments(str(data.store)) + mitigation_fragments(source, study=data.study)
     n_task = sum(c.episodes for c in data.cells)
     n_probe = sum(p.n for p in data.probes)
-    nav = [("grid", "Grid"), ("figures", "Figures") if figs else None,
+    n_live = sum(r["conversations"] for r in data.live)
+    nav = [("grid", "Grid") if data.cells else None, ("figures", "Figures") if figs else None,
            ("differences", "Differences") if data.variant_diffs or data.model_diffs else None,
            ("gap", "Schema-form gap") if data.gap else None, ("probes", "Probes") if data.probes else None,
            ("difficulty", "Difficulty") if data.difficulty else None,
-           ("paper-tables", "Tables 6-9") if paper_table_rows(data.paper_tables) else None, ("variants", "Variants"),
+           ("paper-tables", "Tables 6-9") if paper_table_rows(data.paper_tables) else None,
+           ("live", "Live conversations") if data.live else None, ("variants", "Variants") if data.variants else None,
            ("episodes", "Episodes") if episodes else None, ("failure-modes", "Failure modes")]
     nav += [(f"extra-{i}", title) for i, (title, _) in enumerate(extra)]
     links = "".join(f'<a href="#{a}">{e(t)}</a>' for item in nav if item for a, t in [item])
@@ -433,15 +448,15 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>toolbias report - {e(Path(str(data.store)).name)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>toolbias report</h1><p class=\"muted\">store {e(data.store)} - {n_task} task episodes, "
-        f"{n_probe} probe episodes - models: {e(', '.join(data.models))} - catalogs: {e(', '.join(data.catalogs))}"
+        f"{n_probe} probe episodes, {n_live} live conversations - models: {e(', '.join(data.models))} - catalogs: {e(', '.join(data.catalogs))}"
         f" - generated {e(now)}</p></header>",
-        f"<nav>{links}<br><span class=\"muted\">variants:</span> {vlinks}</nav><main>",
+        f"<nav>{links}" + (f"<br><span class=\"muted\">variants:</span> {vlinks}" if vlinks else "") + "</nav><main>",
     ]
     if data.notes:
         body.append("<ul class=\"muted\">" + "".join(f"<li>{e(n)}</li>" for n in data.notes) + "</ul>")
-    body += [_grid_section(data), _figures_section(figs), _differences_section(data), _gap_section(data),
+    body += [_grid_section(data) if data.cells else "", _figures_section(figs), _differences_section(data), _gap_section(data),
              _probes_section(data), _difficulty_section(data), _paper_tables_section(data),
-             _variant_sections(data, episodes),
+             _live_section(data), _variant_sections(data, episodes) if data.variants else "",
              _episodes_section(episodes, left_out, classes), _rules_section()]
     for i, (title, fragment) in enumerate(extra):
         body.append(f'<section id="extra-{i}"><h2>{e(title)}</h2>{fragment}</section>')

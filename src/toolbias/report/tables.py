@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .grid import ReportData
+from .live import LEGEND, TEXT_COLUMNS, live_table_rows
 from .tau2_table import paper_table_rows
 
 MODE_SHORT = {
@@ -169,9 +170,24 @@ def difficulty_table(data: ReportData) -> Table | None:
     return table
 
 
+def print_text_tables(tables: dict[str, tuple[list[str], list[list[str]]]], console: Console,
+                      text_columns: Collection[str] = ()) -> None:
+    """Tables given as title -> (header, text cells): the first column and those headed by a
+    name in ``text_columns`` left, the others (numbers) right; cells taken literally (never as
+    rich markup)."""
+    for title, (head, rows) in tables.items():
+        console.print(Text(title, style="italic"))  # above the table: a narrow table would wrap it
+        t = Table()
+        for i, h in enumerate(head):
+            t.add_column(h, justify="left" if i == 0 or h in text_columns else "right")
+        for row in rows:
+            add_row(t, *row)
+        console.print(t)
+
+
 def print_report(data: ReportData, console: Console | None = None) -> None:
     console = console or Console()
-    if not data.cells and not data.probes and not paper_table_rows(data.paper_tables):
+    if not data.cells and not data.probes and not paper_table_rows(data.paper_tables) and not data.live:
         console.print(f"[yellow]no finished episodes in {data.store}[/]")
         return
     for table in grid_tables(data):
@@ -182,14 +198,10 @@ def print_report(data: ReportData, console: Console | None = None) -> None:
         t = make(data)
         if t is not None:
             console.print(t)
-    for title, (head, rows) in paper_table_rows(data.paper_tables).items():  # the paper's Tables 6-9
-        console.print(Text(title, style="italic"))  # above the table: a narrow table would wrap it
-        t = Table()
-        for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i == 0 else "right")
-        for row in rows:
-            t.add_row(*(escape(c) for c in row))
-        console.print(t)
+    print_text_tables(paper_table_rows(data.paper_tables), console)  # the paper's Tables 6-9
+    print_text_tables(live_table_rows(data.live), console, TEXT_COLUMNS)  # conversations through the proxy
+    if data.live:
+        console.print(Text(LEGEND, style="dim"))
     for note in data.notes:
         console.print(f"[dim]note: {note}[/]")
 
