@@ -28,7 +28,10 @@ Rules for a kind:
 - ``cpu_bound = True`` lets a kind whose jobs are this process's CPU (the oracle, scripted
   models) play in forked workers (``workers > 1``). Counters a worker changes in its own copy
   reach the parent through :meth:`JobKind.worker_start`, :meth:`JobKind.worker_summary` and
-  :meth:`JobKind.absorb`.
+  :meth:`JobKind.absorb`. Jobs that share a per-process memo (the episodes of one tau2 task
+  under every variant) say so with :meth:`JobKind.affinity`: each such group plays in one
+  worker, so the memo is filled once, not once per worker; a kind whose jobs are costly
+  lowers ``min_forked_jobs``.
 
 Where rows go: a table of the results file (:mod:`toolbias.database`). A new kind of record
 gets its table there (its ``CREATE TABLE IF NOT EXISTS`` in ``SCHEMA``, ``SCHEMA_VERSION``
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -64,6 +67,8 @@ class JobKind(Generic[ItemT, ResultT]):
 
     #: jobs use this process's CPU only: forked workers speed them up
     cpu_bound: bool = False
+    #: from this many jobs on, worker processes are started when the count is left to the engine
+    min_forked_jobs: int = MIN_FORKED_JOBS
 
     def key(self, item: ItemT) -> str:
         raise NotImplementedError
@@ -73,6 +78,10 @@ class JobKind(Generic[ItemT, ResultT]):
 
     def row(self, item: ItemT, key: str, result: ResultT) -> Row:
         raise NotImplementedError
+
+    def affinity(self, item: ItemT) -> Hashable | None:
+        """Jobs with the same (not None) affinity play in the same worker process, in plan order."""
+        return None
 
     def worker_start(self) -> None:
         """In a forked worker, before its jobs (e.g. snapshot counters for :meth:`worker_summary`)."""
@@ -145,14 +154,14 @@ def pending(kind: JobKind[ItemT, Any], plan: Iterable[ItemT], done: Collection[s
     return [(k, item) for k, item in keyed if k not in done]
 
 
-def worker_count(requested: int | None, n_jobs: int, *, forkable: bool) -> int:
-    """How many processes play ``n_jobs``: ``requested`` (None: one per core from
-    MIN_FORKED_JOBS jobs on), but 1 unless the jobs may fork (``forkable``: CPU-bound, no
-    shared file such as a response cache) and this platform forks."""
+def worker_count(requested: int | None, n_jobs: int, *, forkable: bool, min_jobs: int = MIN_FORKED_JOBS) -> int:
+    """How many processes play ``n_jobs``: ``requested`` (None: one per core from ``min_jobs``
+    jobs on), but 1 unless the jobs may fork (``forkable``: CPU-bound, no shared file such as
+    a response cache) and this platform forks."""
     if (requested is not None and requested <= 1) or n_jobs < 2 or not forkable or not fork_available():
         return 1
     if requested is None:
-        requested = available_cpus() if n_jobs >= MIN_FORKED_JOBS else 1
+        requested = available_cpus() if n_jobs >= min_jobs else 1
     return max(1, min(requested, n_jobs))
 
 
@@ -177,7 +186,7 @@ async def run_jobs(kind: JobKind[ItemT, Any], plan: Sequence[ItemT], writer: Wri
     """Skip the jobs of ``plan`` whose key is in ``done``, play the rest (:func:`play`);
     ``workers``: a count, or None for one per core when the kind is CPU-bound and the plan large."""
     todo = pending(kind, plan, done)
-    n = worker_count(workers, len(todo), forkable=kind.cpu_bound)
+    n = worker_count(workers, len(todo), forkable=kind.cpu_bound, min_jobs=kind.min_forked_jobs)
     played = await play(kind, todo, writer, concurrency=concurrency, workers=n)
     return Tally(planned=len(plan), skipped=len(plan) - len(todo), played=played)
 
@@ -198,14 +207,37 @@ async def _play_here(kind: JobKind[ItemT, Any], jobs: Iterator[tuple[str, ItemT]
 
 async def _play_forked(kind: JobKind[ItemT, Any], todo: Sequence[tuple[str, ItemT]], writer: Writer,
                        concurrency: int, workers: int) -> None:
+    groups = affinity_groups(kind, todo)
+
     async def work(indices: Iterator[int], emit: Emit) -> Any:
         kind.worker_start()
-        await _play_here(kind, (todo[i] for i in indices), emit, concurrency)
+        jobs = (todo[i] for i in indices) if groups is None else (todo[j] for i in indices for j in groups[i])
+        await _play_here(kind, jobs, emit, concurrency)
         return kind.worker_summary()
 
-    for summary in await run_forked(len(todo), workers, work, writer.add_batch, writer.keep):
+    units = len(todo) if groups is None else len(groups)
+    for summary in await run_forked(units, workers, work, writer.add_batch, writer.keep):
         kind.absorb(summary)
 
 
-__all__ = ["FLUSH_ROWS", "FLUSH_S", "MIN_FORKED_JOBS", "JobKind", "Row", "Tally", "Writer", "pending", "play",
-           "run_jobs", "worker_count"]
+def affinity_groups(kind: JobKind[ItemT, Any], todo: Sequence[tuple[str, ItemT]]) -> list[list[int]] | None:
+    """The units handed to workers, as indices of ``todo``: jobs of the same
+    :meth:`JobKind.affinity` form one (in plan order, where its first job was), any other job
+    is one alone. None when the kind has no affinities (every job is a unit)."""
+    if type(kind).affinity is JobKind.affinity:
+        return None
+    groups: list[list[int]] = []
+    by_affinity: dict[Hashable, list[int]] = {}
+    for i, (_, item) in enumerate(todo):
+        tag = kind.affinity(item)
+        if tag is None:
+            groups.append([i])
+        elif tag in by_affinity:
+            by_affinity[tag].append(i)
+        else:
+            groups.append(by_affinity.setdefault(tag, [i]))
+    return groups
+
+
+__all__ = ["FLUSH_ROWS", "FLUSH_S", "MIN_FORKED_JOBS", "JobKind", "Row", "Tally", "Writer", "affinity_groups",
+           "pending", "play", "run_jobs", "worker_count"]

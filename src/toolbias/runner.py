@@ -293,19 +293,27 @@ ProgressFn = Callable[[Progress], None]
 
 #: below this many episodes to play, forking workers costs more than it saves
 MIN_FORKED_EPISODES = MIN_FORKED_JOBS
+#: the same for a catalog with its own environment (tau2-bench: a database built, replayed and
+#: hashed per task, tenths of a second): forking pays from a few tasks
+MIN_FORKED_HOOKED_EPISODES = 32
 _SUCCESS, _STATUS = COLUMNS.index("success"), COLUMNS.index("status")
 
 
-def _forkable(model: ModelAPI) -> bool:
-    """Episodes may play in forked workers: the provider is CPU-bound and has no response
-    cache (a file the workers would share)."""
-    return bool(model.cpu_bound) and not model.caches_responses
+def _forkable(study: Study) -> bool:
+    """Episodes may play in forked workers: the provider (and the user simulator, if any) is
+    CPU-bound and has no response cache (a file the workers would share)."""
+    return all(bool(m.cpu_bound) and not m.caches_responses for m in (study.model, study.user) if m is not None)
 
 
 def worker_count(study: Study, n_episodes: int) -> int:
     """How many processes play ``n_episodes`` (:func:`toolbias.engine.worker_count` with
     ``config.workers``): 1 unless the provider is CPU-bound and has no response cache."""
-    return engine_worker_count(study.config.workers, n_episodes, forkable=_forkable(study.model))
+    return engine_worker_count(study.config.workers, n_episodes, forkable=_forkable(study),
+                               min_jobs=_min_forked(study))
+
+
+def _min_forked(study: Study) -> int:
+    return MIN_FORKED_HOOKED_EPISODES if study.catalog.meta.get("episode") else MIN_FORKED_EPISODES
 
 
 class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
@@ -314,8 +322,9 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
 
     def __init__(self, study: Study, episode_cfg: EpisodeConfig) -> None:
         self.study, self.episode_cfg = study, episode_cfg
-        self.cpu_bound = _forkable(study.model)
+        self.cpu_bound = _forkable(study)
         self.hooked = bool(study.catalog.meta.get("episode"))
+        self.min_forked_jobs = _min_forked(study)
         self.stats = study.model.stats if isinstance(study.model, ProviderWrapper) else None
         self._before: WrapperStats | None = None
 
@@ -330,6 +339,11 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
 
     def row(self, item: PlanItem, key: str, result: EpisodeRecord) -> tuple[Any, ...]:
         return row_for(self.study, key, result).values()
+
+    def affinity(self, item: PlanItem) -> tuple[str, str] | None:
+        """A task's episodes under every variant play in one worker: the catalog's environment
+        memoises per task (tau2: the same native calls cost no tau2 work the second time)."""
+        return (item[2].domain, item[2].id) if self.hooked else None
 
     def worker_start(self) -> None:
         self._before = replace(self.stats) if self.stats is not None else None

