@@ -120,13 +120,16 @@ def test_streaming_replies_carry_the_same_native_calls(builtin: Catalog, upstrea
     assert executed == [(a.tool, dict(a.arguments)) for a in task.gold] and answer == "All done."
 
 
-#: two tools as pydantic writes them (``$defs`` + ``$ref``, and ``Model | dict``), as tau2's airline sends them
+#: two tools as pydantic writes them (``$defs`` + ``$ref``, ``Model | dict`` as tau2's airline sends them, and
+#: ``Optional[X] = None`` as ``anyOf`` with null)
 PYDANTIC_TOOLS = [
     {"type": "function", "function": {
         "name": "book_trip", "description": "Book a trip.",
         "parameters": {"$defs": {"Leg": {"properties": {"origin": {"type": "string"}, "date": {"type": "string"}},
                                          "required": ["origin", "date"], "title": "Leg", "type": "object"},
-                                 "Passenger": {"properties": {"name": {"type": "string"}},
+                                 "Passenger": {"properties": {"name": {"type": "string"},
+                                                              "email": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                                                        "default": None, "title": "Email"}},
                                                "required": ["name"], "title": "Passenger", "type": "object"}},
                        "properties": {"user_id": {"type": "string"},
                                       "legs": {"items": {"anyOf": [{"$ref": "#/$defs/Leg"},
@@ -136,20 +139,27 @@ PYDANTIC_TOOLS = [
                        "required": ["user_id", "legs", "passenger"], "title": "parameters", "type": "object"}}},
     {"type": "function", "function": {
         "name": "get_trip", "description": "Look a trip up.",
-        "parameters": {"properties": {"trip_id": {"type": "string"}}, "required": ["trip_id"], "type": "object"}}},
+        "parameters": {"properties": {"trip_id": {"type": "string"},
+                                      "verbose": {"anyOf": [{"type": "boolean"}, {"type": "null"}], "default": None},
+                                      "status": {"anyOf": [{"enum": ["open", "closed"], "type": "string"},
+                                                           {"type": "null"}], "default": None}},
+                       "required": ["trip_id"], "type": "object"}}},
 ]
 
 
-@pytest.mark.parametrize("variant", ["nested_args", "fully_split", "transaction"])
+@pytest.mark.parametrize("variant", ["fully_merged", "nested_args", "fully_split", "transaction",
+                                     "reference_resolution", "schema_discovery"])
 def test_tools_with_pydantic_refs_are_inlined_not_refused(upstream: FakeOpenAIServer, variant: str) -> None:
     """Without --catalog the variant is built on the request's tools: ``$defs`` references
-    (every pydantic-made tool list: tau2-bench's airline, most frameworks) are written in
-    place first, so the request is served instead of refused with a 400."""
+    and ``Optional`` fields (every pydantic-made tool list: tau2-bench's airline, most
+    frameworks) are rewritten first, so the request is served instead of refused with a 400,
+    and a null argument reaches the agent as null."""
     book = NativeAction("live", "book_trip", {"user_id": "u1", "legs": [{"origin": "SFO", "date": "2024-05-01"}],
-                                              "passenger": {"name": "Ada"}})
-    gold = (NativeAction("live", "get_trip", {"trip_id": "t9"}), book)
+                                              "passenger": {"name": "Ada", "email": None}})
+    gold = (NativeAction("live", "get_trip", {"trip_id": "t9", "verbose": None, "status": "open"}), book)
     bound = CodecSource(resolve_variant(variant)).for_tools(PYDANTIC_TOOLS)
-    assert "$ref" not in json.dumps(bound.tools) and "$defs" not in json.dumps(bound.tools)
+    shown = json.dumps(bound.tools)
+    assert "$ref" not in shown and "$defs" not in shown and "anyOf" not in shown
     upstream.responder = OracleUpstream(bound.codec, gold, 1)
     with _proxy(upstream, variant) as proxy:
         executed, _, answer = run_agent(proxy.base_url, PYDANTIC_TOOLS, "book it")

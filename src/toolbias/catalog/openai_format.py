@@ -14,6 +14,7 @@ from typing import Any
 from .. import jsonfile
 from ..errors import CatalogError
 from .model import Tool
+from .refs import inline_refs
 
 _VERBS = re.compile(
     r"^(set|get|start|stop|toggle|enable|disable|add|remove|delete|create|update|list|open|close|"
@@ -55,6 +56,10 @@ def parse_tool(entry: Any, domain: str, where: str, cls: str | None = None) -> T
     if not isinstance(params, dict):
         raise CatalogError("'parameters' must be a JSON-Schema object", where=f"{where} ({name})",
                            fix='write "parameters": {"type": "object", "properties": {...}}')
+    try:  # pydantic-made schemas ($defs references, Optional fields) in the form operators rewrite
+        params = inline_refs(params)
+    except CatalogError as exc:
+        raise CatalogError(exc.what, where=f"{where} ({name})", fix=exc.fix) from None
     desc = fn.get("description", "")
     tool_cls = cls or fn.get("class") or entry.get("class") or infer_class(name)
     return Tool(name=name, description=desc if isinstance(desc, str) else str(desc), parameters=params,

@@ -18,7 +18,8 @@ MAX_DEPTH = 32
 
 def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
     """``schema`` with its local ``$ref`` references replaced by the definitions they name
-    and its ``$defs`` / ``definitions`` removed; ``X | dict`` alternatives become ``X``."""
+    and its ``$defs`` / ``definitions`` removed; ``X | dict`` alternatives become ``X`` and
+    ``X | None`` properties a type list (see :func:`_optional_properties`)."""
     if depth > MAX_DEPTH:
         raise CatalogError(f"schema references nest deeper than {MAX_DEPTH} levels (recursive model?)",
                            fix="give the tool a schema without recursive references")
@@ -31,7 +32,7 @@ def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None, depth: int =
             extra = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k != "$ref"}
             return {**target, **extra}
         out = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k not in ("$defs", "definitions")}
-        return _typed_alternative(out)
+        return _optional_properties(_typed_alternative(out))
     if isinstance(schema, list):
         return [inline_refs(v, defs, depth) for v in schema]
     return schema
@@ -50,3 +51,39 @@ def _typed_alternative(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     rest = {k: v for k, v in schema.items() if k != "anyOf"}
     return {**typed[0], **rest}
+
+
+def _optional_properties(schema: dict[str, Any]) -> dict[str, Any]:
+    """Properties written ``anyOf: [X, {"type": "null"}]`` (pydantic's ``Optional[X]``) in a form
+    toolbias rewrites: ``X`` with ``null`` added to its type list. An optional enum (not
+    required) becomes ``X`` alone: its null is its absence, and an enum list stays one type. A
+    required nullable enum keeps its ``anyOf``, which loading then refuses by name."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return schema
+    required: list[Any] = schema["required"] if isinstance(schema.get("required"), list) else []
+    out = {}
+    for name, prop in props.items():
+        other = _nullable_alternative(prop)
+        if other is None:
+            out[name] = prop
+            continue
+        rest = {k: v for k, v in prop.items() if k != "anyOf"}
+        if "enum" in other:
+            out[name] = prop if name in required else {**other, **rest}
+            continue
+        types = other["type"] if isinstance(other["type"], list) else [other["type"]]
+        out[name] = {**other, **rest, "type": [*types, "null"] if "null" not in types else types}
+    return {**schema, "properties": out}
+
+
+def _nullable_alternative(prop: Any) -> dict[str, Any] | None:
+    """X of ``{"anyOf": [X, {"type": "null"}]}`` when X names its type; None otherwise."""
+    alternatives = prop.get("anyOf") if isinstance(prop, dict) else None
+    if not isinstance(alternatives, list) or len(alternatives) != 2 or {"type": "null"} not in alternatives:
+        return None
+    other = alternatives[1 - alternatives.index({"type": "null"})]
+    if not isinstance(other, dict) or not isinstance(other.get("type"), (str, list)) or "anyOf" in other:
+        return None
+    return other
+

@@ -28,7 +28,6 @@ from typing import Any
 
 from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import infer_class, parse_tool
-from ..catalog.refs import inline_refs
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, Message, ModelAPI
 
@@ -135,8 +134,7 @@ def load_tau2_catalog(arg: str) -> Catalog:
     tools: list[Tool] = []
     for t in env.get_tools():
         schema = t.openai_schema
-        fn = dict(schema["function"])
-        fn["parameters"] = inline_refs(fn.get("parameters") or {"type": "object", "properties": {}})
+        fn = dict(schema["function"])  # parse_tool writes pydantic's $defs references in place
         tools.append(parse_tool(fn, domain, f"tau2 {domain} tool '{fn['name']}'",
                                 cls=classes.get(fn["name"]) or infer_class(fn["name"])))
     agent = import_module_attr("tau2.agent.llm_agent")

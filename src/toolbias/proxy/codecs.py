@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog, load_catalog
 from ..catalog.model import Domain, canonical_json
 from ..catalog.openai_format import parse_tools
-from ..catalog.refs import inline_refs
 from ..catalog.validation import validate_catalog
 from ..codec import Codec
 from ..errors import ToolbiasError, VariantError
@@ -81,8 +80,6 @@ class CodecSource:
     def _build(self, tools: Sequence[Any], key: str) -> Bound:
         try:
             parsed = parse_tools(list(tools), domain=LIVE_DOMAIN, source="request 'tools'")
-            if self.catalog is None:  # pydantic-made tools (tau2's, most frameworks') use $defs
-                parsed = [replace(t, parameters=inline_refs(t.parameters)) for t in parsed]
         except ToolbiasError as exc:
             raise RequestError(exc.what, where=exc.where, fix=exc.fix) from None
         names = {t.name for t in parsed}
