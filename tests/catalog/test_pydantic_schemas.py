@@ -81,3 +81,12 @@ def test_a_pydantic_tool_file_loads_and_every_variant_verifies(tmp_path: Path) -
     results = verify_all(catalog)
     assert len(results) >= 60  # every registered variant that applies
     assert [r.name for r in results if not r.ok] == [], [r.examples for r in results if not r.ok]
+
+
+def test_definitions_that_expand_exponentially_are_refused_not_expanded() -> None:
+    """Each level's model holds the next one twice: 2^30 nodes written in place."""
+    defs = {f"L{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/L{i + 1}"},
+                                                       "b": {"$ref": f"#/$defs/L{i + 1}"}}} for i in range(30)}
+    defs["L30"] = {"type": "string"}
+    with pytest.raises(CatalogError, match="more than 100,000 schema nodes"):
+        inline_refs({"type": "object", "properties": {"x": {"$ref": "#/$defs/L0"}}, "$defs": defs})

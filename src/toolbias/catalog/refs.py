@@ -14,27 +14,39 @@ from ..errors import CatalogError
 
 #: the deepest chain of references followed (a recursive model has no inline form)
 MAX_DEPTH = 32
+#: the most schema nodes one parameter schema may expand to (definitions that share
+#: sub-definitions level after level grow exponentially when written in place)
+MAX_NODES = 100_000
 
 
-def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+def inline_refs(schema: Any) -> Any:
     """``schema`` with its local ``$ref`` references replaced by the definitions they name
     and its ``$defs`` / ``definitions`` removed; ``X | dict`` alternatives become ``X`` and
     ``X | None`` properties a type list (see :func:`_optional_properties`)."""
+    return _inline(schema, None, 0, [MAX_NODES])
+
+
+def _inline(schema: Any, defs: Mapping[str, Any] | None, depth: int, budget: list[int]) -> Any:
     if depth > MAX_DEPTH:
         raise CatalogError(f"schema references nest deeper than {MAX_DEPTH} levels (recursive model?)",
                            fix="give the tool a schema without recursive references")
+    if isinstance(schema, (dict, list)):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CatalogError(f"schema references expand to more than {MAX_NODES:,} schema nodes when written "
+                               "in place", fix="give the tool a flatter schema (fewer shared nested definitions)")
     if isinstance(schema, dict):
         if defs is None:
             defs = schema.get("$defs") or schema.get("definitions") or {}
         ref = schema.get("$ref")
         if isinstance(ref, str) and ref.split("/")[-1] in defs:
-            target = inline_refs(defs[ref.split("/")[-1]], defs, depth + 1)
-            extra = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k != "$ref"}
+            target = _inline(defs[ref.split("/")[-1]], defs, depth + 1, budget)
+            extra = {k: _inline(v, defs, depth, budget) for k, v in schema.items() if k != "$ref"}
             return {**target, **extra}
-        out = {k: inline_refs(v, defs, depth) for k, v in schema.items() if k not in ("$defs", "definitions")}
+        out = {k: _inline(v, defs, depth, budget) for k, v in schema.items() if k not in ("$defs", "definitions")}
         return _optional_properties(_typed_alternative(out))
     if isinstance(schema, list):
-        return [inline_refs(v, defs, depth) for v in schema]
+        return [_inline(v, defs, depth, budget) for v in schema]
     return schema
 
 
