@@ -185,6 +185,10 @@ def test_text_and_html_render_live_conversations(live_store: tuple[Path, dict[st
     assert '<section id="live">' in html and 'href="#live"' in html
     assert f"{sum(e.conversations for e in expected.values())} live conversations" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and BAD_TOOL not in html
+    header = html.split("<header>", 1)[1].split("</header>", 1)[0]
+    live = json.loads(_report(db, "--json"))["live"]
+    assert f"models: {', '.join(sorted({r['model'] for r in live}))} - catalogs: " in header
+    assert "catalogs: -" not in header  # named through the conversations, with no task episode in the store
 
 
 def test_a_store_without_live_rows_reports_none(tmp_path: Path) -> None:

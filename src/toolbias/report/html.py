@@ -431,6 +431,9 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
     n_task = sum(c.episodes for c in data.cells)
     n_probe = sum(p.n for p in data.probes)
     n_live = sum(r["conversations"] for r in data.live)
+    # a store of live conversations only names its models and catalogs through them
+    models = data.models or sorted({str(r["model"]) for r in data.live})
+    catalogs = data.catalogs or sorted({str(c) for r in data.live for c in r["catalogs"]})
     nav = [("grid", "Grid") if data.cells else None, ("figures", "Figures") if figs else None,
            ("differences", "Differences") if data.variant_diffs or data.model_diffs else None,
            ("gap", "Schema-form gap") if data.gap else None, ("probes", "Probes") if data.probes else None,
@@ -448,7 +451,7 @@ def render_html(data: ReportData, store: str | Path | Store | None = None, *, pe
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>toolbias report - {e(Path(str(data.store)).name)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>toolbias report</h1><p class=\"muted\">store {e(data.store)} - {n_task} task episodes, "
-        f"{n_probe} probe episodes, {n_live} live conversations - models: {e(', '.join(data.models))} - catalogs: {e(', '.join(data.catalogs))}"
+        f"{n_probe} probe episodes, {n_live} live conversations - models: {e(', '.join(models) or '-')} - catalogs: {e(', '.join(catalogs) or '-')}"
         f" - generated {e(now)}</p></header>",
         f"<nav>{links}" + (f"<br><span class=\"muted\">variants:</span> {vlinks}" if vlinks else "") + "</nav><main>",
     ]
