@@ -1,5 +1,6 @@
 """What ``toolbias run`` shows while and after it plays: a progress bar with an ETA and a live
-success count, then the study's finding in one sentence and where its HTML report is."""
+success count, then the study's finding in one sentence and where its HTML report is; and the
+progress of ``toolbias select run``'s trials. Where stderr is not a terminal, plain lines."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from rich.progress import (
 from ..report.finding import Finding, study_finding
 from ..runner import Progress as RunProgress
 from ..runner import ProgressFn
+from ..selection.records import SelectionRecord
 from ..store import Store
 
 #: above this many episodes the finding is left to ``toolbias report`` (its bootstrap takes a while)
@@ -90,6 +92,36 @@ def progress_bar(console: Console) -> Iterator[ProgressFn]:
             bar.update(task_id, total=p.total, completed=p.done, rate=rate, succ=succ)
 
         yield on_progress
+
+
+@contextmanager
+def trials_progress(console: Console, total: int, label: str) -> Iterator[Callable[[SelectionRecord], None]]:
+    """Tool-selection trials still to come (stored ones are skipped): parsed, unparsed and
+    failed answers so far, as a live bar, or :class:`ProgressLines` where the console is not a
+    terminal. Yields a callback taking each finished trial's record."""
+    counts = {"ok": 0, "unparsed": 0, "error": 0}
+    if not console.is_terminal:
+        lines, seen = ProgressLines(console), [0]
+
+        def on_line(rec: SelectionRecord) -> None:
+            counts[rec.status.value] += 1
+            seen[0] += 1
+            if lines.due(seen[0], total):
+                console.print(f"{label} {seen[0]}/{total}: parsed {counts['ok']}, unparsed {counts['unparsed']}, "
+                              f"errors {counts['error']}", highlight=False, soft_wrap=True)
+        yield on_line
+        return
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("parsed {task.fields[ok]}  unparsed {task.fields[unparsed]}  errors {task.fields[err]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(label, total=total, ok=0, unparsed=0, err=0)
+
+        def on_record(rec: SelectionRecord) -> None:
+            counts[rec.status.value] += 1
+            bar.update(task, advance=1, ok=counts["ok"], unparsed=counts["unparsed"], err=counts["error"])
+
+        yield on_record
 
 
 def finding_of(store: Store, study: str, baseline: str = "native") -> Finding | None:

@@ -5,22 +5,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from ..errors import ToolbiasError
@@ -38,7 +29,7 @@ from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
-from .display import ProgressLines
+from .display import trials_progress
 
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
@@ -115,35 +106,6 @@ def _emit(report: BiasReport, as_json: bool, title: str = "") -> None:
 def _summary_line(summary: RunSummary) -> str:
     return (f"{summary.planned} trials: {summary.skipped} already stored, {summary.ok} parsed, "
             f"{summary.unparsed} unparsed, {summary.errors} infrastructure errors ({summary.seconds:.1f}s)")
-
-
-@contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[SelectionRecord], None]]:
-    """A progress bar on stderr for the answers still to come (stored ones are skipped)."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("parsed {task.fields[ok]}  unparsed {task.fields[unparsed]}  errors {task.fields[err]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    counts = {"ok": 0, "unparsed": 0, "error": 0}
-    console = _console()
-    if not console.is_terminal:  # a log: plain lines, a live bar would show nothing until the end
-        lines, seen = ProgressLines(console), [0]
-
-        def on_line(rec: SelectionRecord) -> None:
-            counts[rec.status.value] += 1
-            seen[0] += 1
-            if lines.due(seen[0], total):
-                console.print(f"{label} {seen[0]}/{total}: parsed {counts['ok']}, unparsed {counts['unparsed']}, "
-                              f"errors {counts['error']}", highlight=False, soft_wrap=True)
-        yield on_line
-        return
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task(label, total=total, ok=0, unparsed=0, err=0)
-
-        def on_record(rec: SelectionRecord) -> None:
-            counts[rec.status.value] += 1
-            bar.update(task, advance=1, ok=counts["ok"], unparsed=counts["unparsed"], err=counts["error"])
-
-        yield on_record
 
 
 def _setting_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -313,7 +275,7 @@ def register(group: click.Group) -> None:
             for b in benches:
                 for settings in sweep:
                     label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
-                    with _progress(study.planned(b, settings), label) as on_record:
+                    with trials_progress(_console(), study.planned(b, settings), label) as on_record:
                         records, summary = study.in_session([provider], partial(
                             study.arun, provider, b, settings, store=st, condition=condition,
                             concurrency=concurrency, on_record=on_record, order=order))
