@@ -136,14 +136,14 @@ class _Reader:
         return value
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true/false", list: "a list", dict: "an object"}
+_TYPE_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+                                 type(None): "null", int: "an integer", float: "a number"}
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return "a non-finite number"
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null",
-            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def _short(value: Any) -> str:
