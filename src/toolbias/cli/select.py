@@ -18,6 +18,7 @@ from ..errors import ToolbiasError
 from ..providers import ModelAPI
 from ..report import selection as figs
 from ..selection import study
+from ..selection.backbones import BACKBONES
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
@@ -31,6 +32,7 @@ from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
 from .display import trials_progress
 
+BACKBONE_NAMES = tuple(BACKBONES)
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
 make_provider = make_selection_model
@@ -40,9 +42,16 @@ def _console() -> Console:
     return Console(stderr=True)
 
 
-def _provider(spec: str, base_url: Sequence[str], concurrency: int, cache: str | None) -> ModelAPI:
+def _provider(spec: str, base_url: Sequence[str], concurrency: int, cache: str | None,
+              settings: RunSettings | None = None) -> ModelAPI:
     options: dict[str, Any] = {"base_urls": list(base_url)} if base_url else {}
     model = make_provider(spec, **options)
+    if settings is not None and settings.backbone is not None:
+        from ..selection.backbones import for_backbone
+
+        model, note = for_backbone(model, settings.backbone)
+        if note:
+            _console().print(note, highlight=False, markup=False)
     if spec.startswith("chooser:"):
         return model
     from ..providers.wrapper import ResponseCache, wrap
@@ -130,15 +139,44 @@ def _setting_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--seed", type=int, help="run r samples with seed+r; -1: send no seed [default: 0]; also "
                                               "seeds perturbations and uniform draws"),
         click.option("--runs", type=int, help="repetitions of the full benchmark [default: 1; --paper: 3]"),
+        click.option("--backbone", type=click.Choice(BACKBONE_NAMES),
+                     help="with --paper: the paper's per-backbone settings (PROTOCOL.md 1.6) [default: inferred "
+                          "from the model spec, printed]"),
+        click.option("--stop", multiple=True, help="stop sequence (repeat; 'none': no stop) [default: the backbone's]"),
+        click.option("--reask", type=int, help="calls per trial until a function call [default: the backbone's]"),
+        click.option("--thinking", type=click.Choice(["on", "off", "unset"]),
+                     help="chat_template_kwargs.enable_thinking [default: the backbone's; qwen: off]"),
+        click.option("--functions-param", type=click.Choice(["auto", "functions", "tools"]),
+                     help="function backbone: legacy functions or tools [default: auto: functions on api.openai.com]"),
     ]
     for opt in reversed(options):
         f = opt(f)
     return f
 
 
-def _settings(options: dict[str, Any]) -> RunSettings:
+def _settings(options: dict[str, Any], model: str | None = None) -> RunSettings:
     keys = ("presentation", "prompt", "tool_choice", "temperature", "top_p", "max_tokens", "seed", "runs")
-    return RunSettings.resolve(paper=bool(options.pop("paper", False)), **{k: options.pop(k, None) for k in keys})
+    wire = {k: options.pop(k, None) for k in ("backbone", "stop", "reask", "thinking", "functions_param")}
+    paper = bool(options.pop("paper", False))
+    given = {k: options.pop(k, None) for k in keys}
+    if not paper:
+        if any(v for v in wire.values()):
+            raise ToolbiasError("--backbone, --stop, --reask, --thinking and --functions-param apply to the paper's "
+                                "protocol", fix="add --paper")
+        return RunSettings.resolve(**given)
+    from ..selection import backbones
+
+    bb, why = backbones.get_backbone(wire["backbone"], model)
+    stop = None if not wire["stop"] else (() if list(wire["stop"]) == ["none"] else tuple(wire["stop"]))
+    thinking = {"on": True, "off": False, "unset": None}.get(wire["thinking"] or "", "keep")
+    bb = bb.with_overrides(stop=stop, reask=wire["reask"], functions_param=wire["functions_param"])
+    if thinking != "keep":
+        from dataclasses import replace
+
+        bb = replace(bb, enable_thinking=thinking)
+    settings = backbones.paper_settings(bb, **given)
+    _console().print(f"backbone: {settings.backbone.label} ({why})", highlight=False, markup=False)
+    return settings
 
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -261,10 +299,10 @@ def register(group: click.Group) -> None:
         resumes: stored answers are kept, infrastructure errors retried.
         """
         bench = _bench(benchmark, queries, clusters)
-        base_settings = _settings(options)
+        base_settings = _settings(options, model)
         sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
                                     top_ps=_floats(top_ps, "--top-ps"))
-        provider = _provider(model, base_url, concurrency, cache)
+        provider = _provider(model, base_url, concurrency, cache, base_settings)
         results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
         with SelectionStore(store) as st:
             benches = [bench]
@@ -485,8 +523,8 @@ def register(group: click.Group) -> None:
                     as_json: bool, **options: Any) -> None:
         """Run the base condition and metadata perturbations; report TV to base and to uniform."""
         bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options)
-        provider = _provider(model, base_url, concurrency, cache)
+        settings = _settings(options, model)
+        provider = _provider(model, base_url, concurrency, cache, settings)
         names = study.expand_conditions(conditions)
         with SelectionStore(store) as st:
             result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
@@ -525,9 +563,10 @@ def register(group: click.Group) -> None:
         """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
         style = filter_style or ("paper" if options.get("paper") else "toolbias")
         bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options)
+        settings = _settings(options, model or filter_model)
         filt = _provider(filter_model, base_url, concurrency, cache)
-        chooser = filt if not model or model == filter_model else _provider(model, base_url, concurrency, cache)
+        chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
+            _provider(model or filter_model, base_url, concurrency, cache, settings)
         with SelectionStore(store) as st:
             result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
                 chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,

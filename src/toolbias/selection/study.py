@@ -69,7 +69,8 @@ def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
     recs = [r for r in store.records(model=model.spec, benchmark=bench.name, condition="base",
                                      presentation=settings.presentation)
             if r.temperature == settings.temperature and r.top_p == settings.top_p
-            and r.tool_choice == settings.effective_tool_choice and r.prompt == prompt.name]
+            and r.tool_choice == settings.effective_tool_choice and r.prompt == prompt.name
+            and r.backbone == settings.backbone_label]
     if not any(r.ok for r in recs):
         return None
     return {c: v["api_rates"] for c, v in report_of(recs).per_cluster.items()}
@@ -91,7 +92,7 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
                                 condition=condition_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
-                                order=order)
+                                order=order, backbone=settings.backbone_label)
 
 
 K_ORDERS = ("b2w", "w2b", "random")
