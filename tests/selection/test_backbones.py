@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support import servers
+from tests.support.selection import SHARED, SHARED_REASON
 from toolbias.cli import cli
 from toolbias.selection import backbones
 from toolbias.selection.selector import candidates
@@ -149,3 +150,57 @@ def test_wire_options_need_paper_and_known_backbones() -> None:
         backbones.get_backbone("gpt-9")
     assert backbones.infer_backbone("openai:gpt-4.1-mini")[0] == "text"
     assert backbones.BACKBONES["function"].reask == 12 and backbones.BACKBONES["function"].max_tokens == 1024
+
+
+# --- the K sweep as the authors ran it (PROTOCOL.md 6) ---
+
+def _invoke(*args: str) -> dict:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=SHARED_REASON)
+def test_paper_k_sweep_uses_the_authors_cluster_and_ranking_normalised(tmp_path) -> None:
+    # 7.4 (Sentiment by API-Ninjas) is second in the authors' ranking 7.1 > 7.4 > 7.2 > 7.3 > 7.5
+    common = ["select", "run", "--model", "chooser:contains=sentiment_by_api_ninjas", "--paper", "--runs", "2",
+              "--benchmark", f"biasbusters:{SHARED}", "--queries", "2", "--store", str(tmp_path / "k.db"), "--json"]
+    b2w = _invoke(*common, "--k", "2,3", "--k-order", "b2w")
+    w2b = _invoke(*common, "--k", "2,4", "--k-order", "w2b")
+    assert all("[k=" in g and "biasbusters" in g for g in b2w["groups"])
+    assert {c for g in b2w["groups"].values() for c in g["per_cluster"]} == {"7"}   # cluster 7 only
+    rows = {(r["order"], r["k"]): r for r in b2w["k_sweep"] + w2b["k_sweep"]}
+    assert rows[("b2w", 2)]["delta_api"] == pytest.approx(0.5) and rows[("b2w", 2)]["max"] == pytest.approx(0.5)
+    assert rows[("b2w", 2)]["delta_api_norm"] == pytest.approx(1.0)       # δ / (1 - 1/K)
+    assert rows[("b2w", 3)]["delta_api_norm"] == pytest.approx(1.0) and rows[("b2w", 3)]["n_runs"] == 2
+    # the worst two (7.5, 7.3) lack 7.4: the chooser falls back to the first listed (pure position bias)
+    assert rows[("w2b", 2)]["delta_api"] == pytest.approx(0.0) and rows[("w2b", 2)]["delta_pos_norm"] == 1.0
+    assert rows[("w2b", 4)]["delta_api"] == pytest.approx(0.75)            # 7.5, 7.3, 7.2, 7.4
+    assert rows[("w2b", 4)]["delta_api_norm"] == pytest.approx(1.0) and rows[("w2b", 4)]["delta_api_norm_std"] == 0
+
+
+def test_k_rank_names_its_base_run(tmp_path) -> None:
+    db = str(tmp_path / "k.db")
+    common = ["--queries", "2", "--clusters", "translation", "--store", db, "--json"]
+    ranking = tmp_path / "rank.json"
+    ranking.write_text(json.dumps({"translation": [0, 0, 0, 0, 1]}))       # the last canonical tool is best
+    last = _invoke("select", "run", "--model", "chooser:first", "--k", "2", "--k-rank", f"file:{ranking}",
+                   "--k-order", "b2w", *common)
+    assert last["k_sweep"][0]["delta_pos_norm"] == pytest.approx(1.0)
+    # another model's stored base run ranks this model's K tools: chooser:contains=_v2 made text_translation_v2
+    # (canonical 1) the best, so the best two hold it and the favourite is picked every time
+    _invoke("select", "run", "--model", "chooser:contains=_v2", *common)
+    other = _invoke("select", "run", "--model", "chooser:contains=_v2", "--k", "2", "--k-order", "b2w", "--k-rank",
+                    "model:chooser:contains=_v2", *common)
+    assert other["k_sweep"][0]["delta_api_norm"] == pytest.approx(1.0)
+    ranking.write_text(json.dumps({"translation": [5, 0, 4, 3, 2]}))       # text_translation_v2 worst
+    worst = _invoke("select", "run", "--model", "chooser:contains=_v2", "--k", "2", "--k-order", "b2w", "--k-rank",
+                    f"file:{ranking}", *common)
+    assert worst["k_sweep"][0]["delta_api"] == pytest.approx(0.0)
+    result = CliRunner().invoke(cli, ["select", "run", "--model", "chooser:last", "--k", "2", *common])
+    assert result.exit_code != 0 and "base run" in str(result.exception)
+    result = CliRunner().invoke(cli, ["select", "run", "--model", "chooser:last", "--k", "2", "--paper", *common])
+    assert result.exit_code != 0 and "cluster 7 only" in str(result.exception)
+    groups = _invoke("select", "metrics", "--store", db, "--json")["groups"]
+    assert any("[k=2,b2w,by=chooser:contains=_v2]" in g for g in groups)
+    assert sum("[k=2,b2w,by=file:rank.json@" in g for g in groups) == 2   # two rankings: two groups

@@ -286,19 +286,26 @@ def register(group: click.Group) -> None:
     @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
     @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
                   help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+    @click.option("--k-rank", help="the base run ranking the K tools: own, paper (the authors' Qwen3-235B "
+                                   "cluster-7 ranking), model:SPEC or file:PATH [default: own; --paper: paper]")
     @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
                   help="cyclic rotations, or as many independent seeded shuffles per query")
     @_model_options
     def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
-                k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
-                clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
-                **options: Any) -> None:
+                k_order: str, k_rank: str | None, order: str, base_url: tuple[str, ...], benchmark: str,
+                queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
+                as_json: bool, **options: Any) -> None:
         """Run a model on every query in every cyclic rotation; store and report the selections.
 
         Lists of temperatures, top-p values and K run one result group each. Re-running the same command
         resumes: stored answers are kept, infrastructure errors retried.
         """
+        paper = bool(options.get("paper"))
         bench = _bench(benchmark, queries, clusters)
+        if ks and paper and not clusters and (k_rank or "paper") == "paper":
+            from ..selection.ksweep import paper_clusters
+
+            bench = study.subset(bench, clusters=paper_clusters(bench))
         base_settings = _settings(options, model)
         sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
                                     top_ps=_floats(top_ps, "--top-ps"))
@@ -307,9 +314,17 @@ def register(group: click.Group) -> None:
         with SelectionStore(store) as st:
             benches = [bench]
             if ks:
-                rates = study.base_rates(st, provider, bench, base_settings) if k_order != "random" else None
+                from ..selection.ksweep import rank_tag, ranking_rates
+
+                rates, rank = None, k_rank or ("paper" if paper else "own")
+                if k_order != "random":
+                    rates, source = ranking_rates(
+                        rank, bench=bench,
+                        own=lambda: study.base_rates(st, provider, bench, base_settings),
+                        other=lambda spec: study.base_rates(st, spec, bench, base_settings, same_backbone=False))
+                    _console().print(f"K tools ranked by {source}", highlight=False, markup=False)
                 benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
-                                          seed=base_settings.seed or 0)
+                                          seed=base_settings.seed or 0, rank_tag=rank_tag(rank))
             for b in benches:
                 for settings in sweep:
                     label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
@@ -330,14 +345,30 @@ def register(group: click.Group) -> None:
             elif as_json and len(results) == 1:
                 click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
                 return
-        if len(reports) == 1:
+        sweep_rows = _k_rows(reports) if ks else []
+        if len(reports) == 1 and as_json and sweep_rows:
+            click.echo(json.dumps({**next(iter(reports.values())).to_dict(), "k_sweep": sweep_rows}, indent=2))
+        elif len(reports) == 1 and not sweep_rows:
             label, rep = next(iter(reports.items()))
             _emit(rep, as_json, title=label)
         elif as_json:
-            click.echo(json.dumps({"groups": {k: v.to_dict() for k, v in reports.items()}}, indent=2))
+            out: dict[str, Any] = {"groups": {k: v.to_dict() for k, v in reports.items()}}
+            if sweep_rows:
+                out["k_sweep"] = sweep_rows
+            click.echo(json.dumps(out, indent=2))
         else:
             for label, rep in reports.items():
                 Console().print(report_table(rep, label))
+            for row in sweep_rows:
+                click.echo(f"K={row['k']} {row['order']}: δapi {row['delta_api']:.3f} (÷{row['max']:.3f}: "
+                           f"{100 * row['delta_api_norm']:.1f}% ± {100 * row['delta_api_norm_std']:.1f}), δpos "
+                           f"{row['delta_pos']:.3f} ({100 * row['delta_pos_norm']:.1f}% ± "
+                           f"{100 * row['delta_pos_norm_std']:.1f})")
+
+    def _k_rows(reports: dict[str, BiasReport]) -> list[dict[str, Any]]:
+        from ..selection.ksweep import k_sweep_rows
+
+        return k_sweep_rows(reports)
 
     @select.command("metrics")
     @click.argument("records", required=False)

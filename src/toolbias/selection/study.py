@@ -62,15 +62,17 @@ def trial_request(bench: Benchmark, cluster: str, query: int, rotation: int, set
                  tool_choice=settings.effective_tool_choice)
 
 
-def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
-               settings: RunSettings) -> Mapping[str, Sequence[float]] | None:
-    """Per-cluster API rates of the model's base condition under the same settings (None when absent)."""
+def base_rates(store: SelectionStore, model: ModelAPI | str, bench: Benchmark, settings: RunSettings, *,
+               same_backbone: bool = True) -> Mapping[str, Sequence[float]] | None:
+    """Per-cluster API rates of the model's (or model spec's) base condition under the same settings (None when
+    absent); ``same_backbone=False``: whichever paper backbone it ran under."""
     prompt = resolve_prompt(settings.presentation, settings.prompt)
-    recs = [r for r in store.records(model=model.spec, benchmark=bench.name, condition="base",
+    spec = model if isinstance(model, str) else model.spec
+    recs = [r for r in store.records(model=spec, benchmark=bench.name, condition="base",
                                      presentation=settings.presentation)
             if r.temperature == settings.temperature and r.top_p == settings.top_p
             and r.tool_choice == settings.effective_tool_choice and r.prompt == prompt.name
-            and r.backbone == settings.backbone_label]
+            and (r.backbone == settings.backbone_label or not same_backbone)]
     if not any(r.ok for r in recs):
         return None
     return {c: v["api_rates"] for c, v in report_of(recs).per_cluster.items()}
@@ -99,12 +101,13 @@ K_ORDERS = ("b2w", "w2b", "random")
 
 
 def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[str, Sequence[float]] | None = None,
-              seed: int = 0) -> list[Benchmark]:
+              seed: int = 0, rank_tag: str = "") -> list[Benchmark]:
     """The K sweep's benchmarks (PROTOCOL.md 6): each cluster cut to K tools, named ``<name>[k=K,<kind>]``.
 
     ``b2w``: the K most-selected tools (best to worst, by ``rates``), ``w2b``: the K least-selected (worst to
     best), ``random``: K tools drawn with ``seed`` in a random order. The K tools are then shown in all K
-    cyclic rotations; records index the K tools (δ is over K APIs and K positions)."""
+    cyclic rotations; records index the K tools (δ is over K APIs and K positions). ``rank_tag`` names a ranking
+    other than the model's own base run (``[k=K,<kind>,by=<tag>]``, :func:`.ksweep.rank_tag`)."""
     import random as _random
 
     from .perturb import _ranked
@@ -123,7 +126,8 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
                 ranked = _ranked(c, rates, f"K subsets ({kind})")
                 idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
             clusters.append(c.with_tools([c.tools[i] for i in idx]))
-        out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}]"))
+        by = f",by={rank_tag}" if rank_tag and kind != "random" else ""
+        out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}{by}]"))
     return out
 
 
