@@ -475,14 +475,17 @@ def register(group: click.Group) -> None:
     @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
                   show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
                                           "project's features (promotional words, exposure, standardised models)")
-    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]),
+                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical "
+                       "[default: minilm when its weights are installed, else tfidf, said so]")
     @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
+    @click.option("--permutations", type=int, default=1000, show_default=True,
+                  help="paper features: shuffles of the rates within clusters for the chance baseline")
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--json", "as_json", is_flag=True)
     def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
-                    presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
-                    as_json: bool) -> None:
+                    presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
+                    seed: int, as_json: bool) -> None:
         """Explain selection rates by tool features (linear regression and random forest)."""
         from ..selection import paper_features as pf
         from ..selection.features import explain
@@ -490,8 +493,11 @@ def register(group: click.Group) -> None:
         if sum(bool(x) for x in (records, store, table_path)) != 1:
             raise ToolbiasError("give one of: a records file, --store or --table")
         if table_path:
-            _print_paper_explanations(pf.explain_table(table_path), as_json)
+            _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
             return
+        similarity, note = pf.resolve_similarity(similarity)
+        if note:
+            _console().print(note, highlight=False, markup=False)
         bench = load_benchmark(benchmark)
         if records:
             sels, unparsed = read_records(records)
@@ -503,7 +509,8 @@ def register(group: click.Group) -> None:
                                          presentation=presentation), "explain")
             who = key.model
         if feature_set == "paper":
-            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
+                                         permutations=permutations, seed=seed)
             _print_paper_explanations({who: result}, as_json)
             return
         old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
@@ -530,18 +537,36 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
             return
         for m, r in results.items():
+            st = r.statistics
             table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
             table.add_column("feature", no_wrap=True)
-            for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
+            for col in ("coef (raw)", "95% CI", "p (Holm)", "coef (std.)", "Pearson r", "r: p (Holm)",
+                        "RF perm. importance"):
                 table.add_column(col, justify="right")
             perm = r.forest.get("permutation_importance", {})
             for f in r.features:
-                table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+                c = (st.get("coefficients") or {}).get(f, {})
+                rc = (st.get("correlations") or {}).get(f, {})
+                ci = c.get("ci95")
+                table.add_row(f, f"{r.coefficients[f]:+.3g}", f"[{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "",
+                              f"{_fmt(c.get('p'))} ({_fmt(c.get('p_holm'))})" if c else "", _fmt(r.standardized[f]),
                               _fmt(r.correlations.get(f, {}).get("pearson")),
+                              f"{_fmt(rc.get('p'))} ({_fmt(rc.get('p_holm'))})" if rc else "",
                               _fmt(perm[f]["mean"]) if f in perm else "(left out)")
             Console().print(table)
             if "cv_r2" in r.forest:
                 click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
+            if st:
+                perm_b = st["permutation"]
+                click.echo(f"adjusted R² {_fmt(st['adjusted_r2'])}; 5-fold CV R²: linear {_fmt(st['linear_cv_r2'])}, "
+                           f"forest {_fmt(st['forest_cv_r2'])}; rates shuffled within clusters "
+                           f"({perm_b['permutations']}x): R² mean {_fmt(perm_b['mean_r2'])}, 95th percentile "
+                           f"{_fmt(perm_b['p95_r2'])}, p = {_fmt(perm_b['p_value'])}")
+                click.echo(("FLAG: this fit is " if st["chance"] else "") + st["verdict"])
+        fam = next(iter(results.values())).statistics.get("correlation_family") if results else None
+        if fam:
+            click.echo(f"{fam['tests']} feature correlations across the models: {fam['p_below_0.05']} with p < .05 "
+                       f"uncorrected, {fam['holm_below_0.05']} after Holm, {fam['bh_below_0.05']} after BH")
 
     @select.command("perturb")
     @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")

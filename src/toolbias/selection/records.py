@@ -52,7 +52,8 @@ class GroupKey:
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "benchmark": self.benchmark, "presentation": self.presentation,
                 "prompt": self.prompt, "condition": self.condition, "temperature": self.temperature,
-                "top_p": self.top_p, "tool_choice": self.tool_choice, "backbone": self.backbone}
+                "top_p": self.top_p, "tool_choice": self.tool_choice, **({"backbone": self.backbone} if self.backbone
+                                                                         else {})}
 
 
 class Status(str, Enum):
