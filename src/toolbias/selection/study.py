@@ -87,6 +87,9 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
     ``[random-order]``, so the two never share a result group)."""
     if order == "random":
         bench = bench.with_clusters(bench.clusters, name=f"{bench.name}[random-order]")
+    if paper_replay(condition, settings):
+        return await _arun_paper_condition(model, bench, settings, condition, store=store, concurrency=concurrency,
+                                           on_record=on_record, order=order)
     if condition.partition(":")[0] in TARGETED and ":" not in condition and rates is None:
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
@@ -95,6 +98,45 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
                                 order=order, backbone=settings.backbone_label)
+
+
+def paper_replay(condition: str, settings: RunSettings) -> bool:
+    """Under ``--paper`` (a backbone is set) a built-in perturbation replays the authors' files
+    (:mod:`.paper_perturb`) instead of toolbias's seeded variant."""
+    from .paper_perturb import PLANS
+
+    return settings.backbone is not None and condition in PLANS
+
+
+def condition_name(condition: str, settings: RunSettings) -> str:
+    """The condition as records store it: ``<condition>[paper]`` for the authors' replays."""
+    from .paper_perturb import paper_label
+
+    return paper_label(condition) if paper_replay(condition, settings) else condition_label(condition)
+
+
+async def _arun_paper_condition(model: ModelAPI, bench: Benchmark, settings: RunSettings, condition: str, *,
+                                store: SelectionStore, concurrency: int, on_record: OnRecord | None,
+                                order: str) -> tuple[list[SelectionRecord], RunSummary]:
+    """Each run on the benchmark as the authors showed it in that run (their per-run mapping files)."""
+    from dataclasses import replace as _replace
+
+    from .paper_perturb import paper_label, paper_runs
+    from .runner import plan_trials
+
+    records: list[SelectionRecord] = []
+    total = RunSummary()
+    for run, shown in paper_runs(bench, condition, settings.runs):
+        runner = SelectionRunner(model, benchmark_name=shown.name, presentation=settings.presentation,
+                                 condition=paper_label(condition), config=settings.config(),
+                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
+                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
+                                 benchmark=shown, order=order, backbone=settings.backbone_label)
+        trials = [_replace(t, run=run) for t in plan_trials(shown, 1, order=order, seed=settings.seed or 0)]
+        records += await runner.run(trials)
+        for k, v in runner.summary.to_dict().items():
+            setattr(total, k, getattr(total, k) + v)
+    return records, total
 
 
 K_ORDERS = ("b2w", "w2b", "random")
@@ -168,9 +210,9 @@ async def aperturb(model: ModelAPI, bench: Benchmark, settings: RunSettings, con
     for cond in conditions:
         recs, summary = await arun(model, bench, settings, store=store, condition=cond, concurrency=concurrency,
                                    rates=base.api_rates())
-        summaries[condition_label(cond)] = summary
+        summaries[condition_name(cond, settings)] = summary
         if any(r.ok for r in recs):
-            reports[condition_label(cond)] = report_of(recs, label=cond)
+            reports[condition_name(cond, settings)] = report_of(recs, label=cond)
     return PerturbationStudy(base, perturbation_effects(base, reports), summaries)
 
 
