@@ -14,7 +14,7 @@ from ..study.defaults import study_config
 from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..variants.codec import Control
-from .report import _stdout_console
+from .display import stdout_console
 
 
 @click.command("recommend")
@@ -72,7 +72,7 @@ def _print_halving(result: HalvingResult, model: str, catalog: str) -> None:
         table.add_row(str(i), r.variant, f"{r.functions} ({r.ratio:.2f}x)", str(r.n),
                       f"{100 * r.success:.0f}% [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]",
                       "finalist" if r.eliminated_in is None else str(r.eliminated_in))
-    _stdout_console().print(table)
+    stdout_console().print(table)
     lead = ""
     if result.lead is not None:
         finalists = [r.variant for r in result.ranking if r.eliminated_in is None]

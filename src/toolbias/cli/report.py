@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -13,16 +11,10 @@ from rich.console import Console
 
 from ..study.episode import Condition
 from ..variants.codec import Control
+from .display import stdout_console
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
-
-
-def _stdout_console() -> Console:
-    """Rich console for stdout; piped output gets a wide page instead of 80 columns."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return Console()
-    return Console(width=160)
 
 
 @click.command("report")
@@ -121,7 +113,7 @@ def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | Non
             payload["splits"] = view.to_dict()
         click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
-        console = _stdout_console()
+        console = stdout_console()
         print_report(data, console)
         if table is not None:
             mit.print_mitigations(table, console)
@@ -203,7 +195,7 @@ def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str
         table.add_row(c.variant, str(c.n), pct(c.compliance),
                       f"[{pct(c.compliance_low, 0)}, {pct(c.compliance_high, 0)}]", pct(c.exact_call),
                       pct(c.task_success))
-    _stdout_console().print(table)
+    stdout_console().print(table)
     if prog.infra_errors:
         err.print(f"[yellow]{prog.infra_errors} probes hit infrastructure errors; re-run the same command "
                   "to retry them[/]")

@@ -18,7 +18,7 @@ from ..errors import ToolbiasError
 from ..providers.base import ModelAPI
 from .metrics import BiasReport
 from .mitigate import arun_mitigation, score_sets
-from .perturb import TARGETED, PerturbationEffect, apply_condition, condition_label, perturbation_effects
+from .perturb import TARGETED, PerturbationEffect, apply_condition, perturbation_effects, perturbation_label
 from .present import Request, build, resolve_prompt
 from .records import SelectionRecord, Status
 from .runner import RunSummary, SelectionRunner, arun_selection, report_of
@@ -88,7 +88,7 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
     return await arun_selection(model, perturbed, runs=settings.runs, presentation=settings.presentation,
-                                condition=condition_label(condition), config=settings.config(),
+                                condition=perturbation_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
                                 order=order)
@@ -106,7 +106,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
     cyclic rotations; records index the K tools (δ is over K APIs and K positions)."""
     import random as _random
 
-    from .perturb import _ranked
+    from .perturb import ranked_tools
 
     if kind not in K_ORDERS:
         raise ToolbiasError(f"unknown K-subset order '{kind}'", fix=f"use {', '.join(K_ORDERS)}")
@@ -119,7 +119,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
             if kind == "random":
                 idx = _random.Random(f"{seed}:{c.id}:{k}").sample(range(c.k), k)
             else:
-                ranked = _ranked(c, rates, f"K subsets ({kind})")
+                ranked = ranked_tools(c, rates, f"K subsets ({kind})")
                 idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
             clusters.append(c.with_tools([c.tools[i] for i in idx]))
         out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}]"))
@@ -163,9 +163,9 @@ async def aperturb(model: ModelAPI, bench: Benchmark, settings: RunSettings, con
     for cond in conditions:
         recs, summary = await arun(model, bench, settings, store=store, condition=cond, concurrency=concurrency,
                                    rates=base.api_rates())
-        summaries[condition_label(cond)] = summary
+        summaries[perturbation_label(cond)] = summary
         if any(r.ok for r in recs):
-            reports[condition_label(cond)] = report_of(recs, label=cond)
+            reports[perturbation_label(cond)] = report_of(recs, label=cond)
     return PerturbationStudy(base, perturbation_effects(base, reports), summaries)
 
 
