@@ -15,19 +15,20 @@ from ..study.recommend import HalvingResult, Round, export_variant, rank_variant
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..variants.codec import Control
 from .display import stdout_console
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 
 @click.command("recommend")
-@click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL")
-@click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s)")
+@model_option(default="local")
+@base_url_option
 @click.option("--catalog", default="builtin", show_default=True)
 @click.option("--variants", default="representative", show_default=True, help="candidates")
 @click.option("--sample", type=int, default=36, show_default=True,
               help="paired stratified sample: the tasks the finalists play")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
-@click.option("--store", default="recommend.db", show_default=True)
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@store_option("recommend.db")
+@concurrency_option
 @click.option("--halving/--no-halving", default=True, show_default=True,
               help="successive halving (the better half of the candidates plays twice the tasks, until two "
                    "finalists play the whole sample); --no-halving plays every candidate on every task")

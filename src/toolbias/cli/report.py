@@ -12,13 +12,14 @@ from rich.console import Console
 from ..study.episode import Condition
 from ..variants.codec import Control
 from .display import stdout_console
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
 
 
 @click.command("report")
-@click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
+@store_option("toolbias.db", help="SQLite file of the study")
 @click.option("--study", help="only this study (name inside the store)")
 @click.option("--json", "as_json", is_flag=True, help="print everything as JSON instead of tables")
 @click.option("--csv", "csv_path", help="write the per-episode table (tasks and probes) to this CSV file")
@@ -140,9 +141,8 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
     return done
 
 @click.command("probe")
-@click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
-              help="openai:<model>, local, oracle, scripted:FILE, replay:FILE")
-@click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]")
+@model_option(required=True)
+@base_url_option
 @click.option("--catalog", default="builtin", show_default=True)
 @click.option("--variants", default="representative", show_default=True,
               help="all, representative, a comma list of names, or spec files")
@@ -151,9 +151,9 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
 @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
 @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base",
               show_default=True)
-@click.option("--store", default="toolbias.db", show_default=True)
+@store_option("toolbias.db")
 @click.option("--study", help="study name [default: model|control|condition|probe]")
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@concurrency_option
 @click.option("--turn-limit", type=int, default=4, show_default=True,
               help="turns per probe (compliance is decided by the first native action)")
 @click.option("--temperature", type=float, default=0.0, show_default=True)

@@ -24,6 +24,7 @@ from ..study.runner import Progress as RunProgress
 from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
@@ -60,10 +61,8 @@ def _calls(value: str | None) -> tuple[int, ...]:
 
 
 @click.command("run")
-@click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL",
-              help="openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE")
-@click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
-              "[env OPENAI_BASE_URL]")
+@model_option(default="local")
+@base_url_option
 @click.option("--catalog", default="builtin", show_default=True, help="builtin, tau2:airline|retail, toolschemaspace:DIR, "
               "bfcl:DIR, bfcl-multi:base, tools:FILE, mcp:FILE")
 @click.option("--variants", help="all, representative (the paper's 12), a comma list of names, or spec files "
@@ -88,9 +87,9 @@ def _calls(value: str | None) -> tuple[int, ...]:
               show_default=True, help="success rule: exact (the paper's), normalised (strings trimmed and "
               "case-folded), bfcl (BFCL's string standardisation); auto: the catalog's own (bfcl for BFCL, "
               "else exact). A non-default rule is stored as part of the condition")
-@click.option("--store", default="toolbias.db", show_default=True, help="SQLite file of the study")
+@store_option("toolbias.db", help="SQLite file of the study")
 @click.option("--study", help="study name inside the store [default: model|control|condition]")
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@concurrency_option
 @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
               "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
 @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
@@ -161,7 +160,7 @@ def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
     click.echo(f"merged {counts['episodes']} episodes from {len(inputs)} stores into {output}")
 
 @click.command("export")
-@click.option("--store", default="toolbias.db", show_default=True)
+@store_option("toolbias.db")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl",
               show_default=True)
 @click.option("-o", "--output", help="output file [default: <store>.<format>]")

@@ -30,6 +30,7 @@ from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
 from .display import trials_progress
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
@@ -143,13 +144,13 @@ def _settings(options: dict[str, Any]) -> RunSettings:
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]"),
+        base_url_option,
         click.option("--benchmark", default="builtin", show_default=True,
                      help="builtin, biasbusters:DIR, or a benchmark JSON file"),
         click.option("--queries", type=int, help="only the first N queries of each cluster"),
         click.option("--clusters", help="only these cluster ids (comma-separated)"),
-        click.option("--store", default=DEFAULT_STORE, show_default=True, help="SQLite results file"),
-        click.option("--concurrency", type=int, default=8, show_default=True),
+        store_option(DEFAULT_STORE, help="SQLite results file"),
+        concurrency_option,
         click.option("--cache", help="response cache file (SQLite); off by default"),
         click.option("--json", "as_json", is_flag=True, help="print JSON"),
     ]
@@ -234,7 +235,7 @@ def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as
         sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
 
 @select.command("run")
-@click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
+@model_option(required=True,
               help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
                    "contains=TEXT, random=SEED)")
 @click.option("--condition", default="base", show_default=True,
@@ -331,7 +332,7 @@ def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool
             Console().print(report_table(rep, key.label))
 
 @select.command("export")
-@click.option("--store", default=DEFAULT_STORE, show_default=True)
+@store_option(DEFAULT_STORE)
 @click.option("-o", "--output", required=True, help="JSONL file of documented records")
 @click.option("--model")
 @click.option("--benchmark")
@@ -471,7 +472,7 @@ def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
             click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
 
 @select.command("perturb")
-@click.option("--model", required=True, envvar="TOOLBIAS_MODEL")
+@model_option(required=True)
 @click.option("--conditions", default="all", show_default=True,
               help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
 @click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
@@ -558,9 +559,9 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
 @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
 @click.option("--per-cluster", type=int, default=20, show_default=True, help="built-in set: queries per cluster")
 @click.option("--limit", type=int, help="only the first N examples")
-@click.option("--base-url", multiple=True)
-@click.option("--store", default=DEFAULT_STORE, show_default=True)
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@base_url_option
+@store_option(DEFAULT_STORE)
+@concurrency_option
 @click.option("--max-tokens", type=int, default=256, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--cache")
@@ -614,7 +615,7 @@ def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
     Console().print(table)
 
 @select.command("figures")
-@click.option("--store", default=DEFAULT_STORE, show_default=True)
+@store_option(DEFAULT_STORE)
 @click.option("-o", "--output", "out_dir", default="selection-figures", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 @click.option("--benchmark", help="benchmark spec, for tool names on the axes (must match the store's)")
@@ -687,7 +688,7 @@ def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
 
 @select.command("pretrain-corpus")
 @click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
-@click.option("--base-url", multiple=True)
+@base_url_option
 @click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
 @click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
 @click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
@@ -699,7 +700,7 @@ def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
               help="stop after this many estimated tokens (4 characters each)")
 @click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@concurrency_option
 @click.option("--json", "as_json", is_flag=True)
 def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
                api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
@@ -730,7 +731,7 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
 @select.command("build")
 @click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
 @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
-@click.option("--base-url", multiple=True)
+@base_url_option
 @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
 @click.option("--name", default="custom", show_default=True, help="benchmark name")
 @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
