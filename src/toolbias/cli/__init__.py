@@ -12,7 +12,6 @@ import json
 import sys
 
 import click
-from click.utils import make_default_short_help
 
 from ..errors import ToolbiasError
 
@@ -75,8 +74,9 @@ class LazyGroup(click.Group):
         names = self.list_commands(ctx)
         if names:
             limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
-            rows = [(name, make_default_short_help(COMMANDS[name][1], limit) if name in COMMANDS  # type: ignore[operator]
-                     else self.commands[name].get_short_help_str(limit)) for name in names]
+            # a command not yet imported shows its table help, worded by click as its own would be
+            rows = [(name, (self.commands.get(name) or click.Command(name, help=COMMANDS[name][1]))
+                     .get_short_help_str(limit)) for name in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 

@@ -6,7 +6,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
-from ..selection.records import GroupKey, SelectionRecord
+from ..selection.records import GroupKey
 from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
@@ -258,29 +257,21 @@ def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | 
     resumes: stored answers are kept, infrastructure errors retried.
     """
     bench = _bench(benchmark, queries, clusters)
-    base_settings = _settings(options)
-    sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
-                                top_ps=_floats(top_ps, "--top-ps"))
     provider = _provider(model, base_url, concurrency, cache)
-    results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
+
+    def group_done(group: study.SweepGroup) -> None:
+        _console().print(_summary_line(group.summary), highlight=False)
+        if group.summary.errors:
+            _console().print(f"[yellow]{group.summary.errors} trials hit infrastructure errors; re-run the "
+                             "same command to retry them[/]")
+
     with SelectionStore(store) as st:
-        benches = [bench]
-        if ks:
-            rates = study.base_rates(st, provider, bench, base_settings) if k_order != "random" else None
-            benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
-                                      seed=base_settings.seed or 0)
-        for b in benches:
-            for settings in sweep:
-                label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
-                with trials_progress(_console(), study.planned(b, settings), label) as on_record:
-                    records, summary = study.in_session([provider], partial(
-                        study.arun, provider, b, settings, store=st, condition=condition,
-                        concurrency=concurrency, on_record=on_record, order=order))
-                results.append((settings, records, summary))
-                _console().print(_summary_line(summary), highlight=False)
-                if summary.errors:
-                    _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the "
-                                     "same command to retry them[/]")
+        groups = study.run_sweep(
+            provider, bench, _settings(options), store=st, condition=condition,
+            temperatures=_floats(temperatures, "--temperatures"), top_ps=_floats(top_ps, "--top-ps"),
+            ks=[int(k) for k in _floats(ks, "--k")], k_order=k_order, order=order, concurrency=concurrency,
+            progress=lambda label, total: trials_progress(_console(), total, label), on_group=group_done)
+    results = [(g.settings, g.records, g.summary) for g in groups]
     reports = {}
     for _setting, records, summary in results:
         if any(r.ok for r in records):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import ToolbiasError
@@ -128,6 +130,53 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
 
 def planned(bench: Benchmark, settings: RunSettings) -> int:
     return settings.runs * sum(len(c.queries) * c.k for c in bench.clusters)
+
+
+@dataclass
+class SweepGroup:
+    """One result group of a sweep: a benchmark (cut to K, or whole) under one setting."""
+
+    bench: Benchmark
+    settings: RunSettings
+    label: str
+    records: list[SelectionRecord]
+    summary: RunSummary
+
+
+#: ``(label, planned trials)`` -> a context yielding the per-record callback (a progress bar)
+GroupProgress = Callable[[str, int], AbstractContextManager[Callable[[SelectionRecord], None] | None]]
+
+
+def _no_progress(label: str, total: int) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
+              condition: str = "base", temperatures: Sequence[float] = (), top_ps: Sequence[float] = (),
+              ks: Sequence[int] = (), k_order: str = "b2w", order: str = "cyclic", concurrency: int = 8,
+              progress: GroupProgress = _no_progress,
+              on_group: Callable[[SweepGroup], None] | None = None) -> list[SweepGroup]:
+    """``select run``: every (K-cut benchmark x temperature x top-p) group, each run (resuming from
+    ``store``) in its own session; ``ks`` cut each cluster to K tools ranked by the model's base
+    run (``k_order``), no ``ks`` runs the whole benchmark. Groups come back in run order."""
+    sweep = settings.sweep(temperatures=temperatures, top_ps=top_ps)
+    benches = [bench]
+    if ks:
+        rates = base_rates(store, model, bench, settings) if k_order != "random" else None
+        benches = k_subsets(bench, list(ks), k_order, rates=rates, seed=settings.seed or 0)
+    groups: list[SweepGroup] = []
+    for b in benches:
+        for one in sweep:
+            label = f"{model.spec} {b.name} {one.presentation}/{condition} T={one.temperature:g}"
+            with progress(label, planned(b, one)) as on_record:
+                records, summary = in_session([model], partial(
+                    arun, model, b, one, store=store, condition=condition, concurrency=concurrency,
+                    on_record=on_record, order=order))
+            group = SweepGroup(b, one, label, records, summary)
+            groups.append(group)
+            if on_group is not None:
+                on_group(group)
+    return groups
 
 
 @dataclass
