@@ -6,7 +6,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +17,21 @@ from ..errors import ToolbiasError
 from ..providers import ModelAPI
 from ..report import selection as figs
 from ..selection import study
-from ..selection.backbones import BACKBONES
+from ..selection.backbones import BACKBONE_NAMES
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
-from ..selection.records import GroupKey, SelectionRecord
+from ..selection.records import GroupKey
 from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
 from .display import trials_progress
+from .options import base_url_option, concurrency_option, model_option, store_option
 
-BACKBONE_NAMES = tuple(BACKBONES)
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
 make_provider = make_selection_model
@@ -155,6 +154,9 @@ def _setting_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _settings(options: dict[str, Any], model: str | None = None) -> RunSettings:
+    """The run settings; under --paper a backbone's (:mod:`toolbias.selection.backbones`), printed."""
+    from ..selection import backbones
+
     keys = ("presentation", "prompt", "tool_choice", "temperature", "top_p", "max_tokens", "seed", "runs")
     wire = {k: options.pop(k, None) for k in ("backbone", "stop", "reask", "thinking", "functions_param")}
     paper = bool(options.pop("paper", False))
@@ -164,30 +166,22 @@ def _settings(options: dict[str, Any], model: str | None = None) -> RunSettings:
             raise ToolbiasError("--backbone, --stop, --reask, --thinking and --functions-param apply to the paper's "
                                 "protocol", fix="add --paper")
         return RunSettings.resolve(**given)
-    from ..selection import backbones
-
-    bb, why = backbones.get_backbone(wire["backbone"], model)
-    stop = None if not wire["stop"] else (() if list(wire["stop"]) == ["none"] else tuple(wire["stop"]))
-    thinking = {"on": True, "off": False, "unset": None}.get(wire["thinking"] or "", "keep")
-    bb = bb.with_overrides(stop=stop, reask=wire["reask"], functions_param=wire["functions_param"])
-    if thinking != "keep":
-        from dataclasses import replace
-
-        bb = replace(bb, enable_thinking=thinking)
-    settings = backbones.paper_settings(bb, **given)
-    _console().print(f"backbone: {settings.backbone.label} ({why})", highlight=False, markup=False)
+    settings, why = backbones.resolve_paper(model, backbone=wire["backbone"], stop=wire["stop"],
+                                           reask=wire["reask"], thinking=wire["thinking"],
+                                           functions_param=wire["functions_param"], **given)
+    _console().print(f"backbone: {settings.backbone_label} ({why})", highlight=False, markup=False)
     return settings
 
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]"),
+        base_url_option,
         click.option("--benchmark", default="builtin", show_default=True,
                      help="builtin, biasbusters:DIR, or a benchmark JSON file"),
         click.option("--queries", type=int, help="only the first N queries of each cluster"),
         click.option("--clusters", help="only these cluster ids (comma-separated)"),
-        click.option("--store", default=DEFAULT_STORE, show_default=True, help="SQLite results file"),
-        click.option("--concurrency", type=int, default=8, show_default=True),
+        store_option(DEFAULT_STORE, help="SQLite results file"),
+        concurrency_option,
         click.option("--cache", help="response cache file (SQLite); off by default"),
         click.option("--json", "as_json", is_flag=True, help="print JSON"),
     ]
@@ -218,642 +212,620 @@ def _groups(store: str, rule: str = "exact", **filters: Any) -> dict[GroupKey, B
     return store_reports(store, rule=rule, **filters)
 
 
-def register(group: click.Group) -> None:
-    @group.group("select")
-    def select() -> None:
-        """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
+@click.group("select")
+def select() -> None:
+    """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
 
-    _register_paper(select)
-    _register_corpus(select)
-    _register_build(select)
 
-    @select.command("benchmark")
-    @click.option("--benchmark", default="builtin", show_default=True,
-                  help="builtin, biasbusters:DIR, or a benchmark JSON file")
-    @click.option("--export", "export_path", help="write the benchmark as JSON (the built-in format)")
-    @click.option("--json", "as_json", is_flag=True)
-    def benchmark_cmd(benchmark: str, export_path: str | None, as_json: bool) -> None:
-        """Show a selection benchmark's clusters (or export it)."""
-        bench = load_benchmark(benchmark)
-        if export_path:
-            Path(export_path).write_text(json.dumps(bench.to_dict(), indent=1, ensure_ascii=False) + "\n",
-                                         encoding="utf-8")
-            click.echo(f"wrote {len(bench)} clusters to {export_path}")
+@select.command("benchmark")
+@click.option("--benchmark", default="builtin", show_default=True,
+              help="builtin, biasbusters:DIR, or a benchmark JSON file")
+@click.option("--export", "export_path", help="write the benchmark as JSON (the built-in format)")
+@click.option("--json", "as_json", is_flag=True)
+def benchmark_cmd(benchmark: str, export_path: str | None, as_json: bool) -> None:
+    """Show a selection benchmark's clusters (or export it)."""
+    bench = load_benchmark(benchmark)
+    if export_path:
+        Path(export_path).write_text(json.dumps(bench.to_dict(), indent=1, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+        click.echo(f"wrote {len(bench)} clusters to {export_path}")
+        return
+    if as_json:
+        click.echo(json.dumps([{"id": c.id, "name": c.name, "k": c.k, "queries": len(c.queries),
+                                "tools": list(c.names)} for c in bench], indent=2))
+        return
+    table = Table(title=f"benchmark {bench.name}: {len(bench)} clusters")
+    for col in ("cluster", "k", "queries", "tools (canonical order)"):
+        table.add_column(col)
+    for c in bench:
+        table.add_row(c.id, str(c.k), str(len(c.queries)), ", ".join(c.names))
+    Console().print(table)
+
+@select.command("prompt")
+@click.option("--benchmark", default="builtin", show_default=True)
+@click.option("--cluster", required=True, help="cluster id")
+@click.option("--query", "query_index", type=int, default=0, show_default=True, help="query index (0-based)")
+@click.option("--rotation", type=int, default=0, show_default=True, help="cyclic rotation r: API r+1 first")
+@click.option("--json", "as_json", is_flag=True, help="the whole request (messages, tools, tool_choice)")
+@_setting_options
+def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as_json: bool,
+               **options: Any) -> None:
+    """Print the exact prompt of one trial (toolbench: the text the paper's text-mode models received)."""
+    req = study.trial_request(load_benchmark(benchmark), cluster, query_index, rotation, _settings(options))
+    if as_json:
+        click.echo(json.dumps({"messages": req.messages, "tools": req.tools, "tool_choice": req.tool_choice,
+                               "shown": list(req.shown)}, indent=2, ensure_ascii=False))
+        return
+    for m in req.messages:
+        if m["role"] == "system" and not m["content"]:
+            continue
+        if len(req.messages) > 1 and not (req.messages[0]["role"] == "system" and not req.messages[0]["content"]):
+            sys.stdout.write(f"--- {m['role']} ---\n")
+        sys.stdout.write(str(m["content"]))
+    if req.tools:
+        sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
+
+@select.command("run")
+@model_option(required=True,
+              help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
+                   "contains=TEXT, random=SEED)")
+@click.option("--condition", default="base", show_default=True,
+              help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
+@click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
+@click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
+@click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
+@click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
+              help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+@click.option("--k-rank", help="the base run ranking the K tools: own, paper (the authors' Qwen3-235B cluster-7 "
+                               "ranking), model:SPEC or file:PATH [default: own; --paper: paper, cluster 7 only]")
+@click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
+              help="cyclic rotations, or as many independent seeded shuffles per query")
+@_model_options
+def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
+            k_order: str, k_rank: str | None, order: str, base_url: tuple[str, ...], benchmark: str,
+            queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
+            as_json: bool, **options: Any) -> None:
+    """Run a model on every query in every cyclic rotation; store and report the selections.
+
+    Lists of temperatures, top-p values and K run one result group each. Re-running the same command
+    resumes: stored answers are kept, infrastructure errors retried.
+    """
+    bench = _bench(benchmark, queries, clusters)
+    settings = _settings(options, model)
+    provider = _provider(model, base_url, concurrency, cache, settings)
+
+    def group_done(group: study.SweepGroup) -> None:
+        _console().print(_summary_line(group.summary), highlight=False)
+        if group.summary.errors:
+            _console().print(f"[yellow]{group.summary.errors} trials hit infrastructure errors; re-run the "
+                             "same command to retry them[/]")
+
+    with SelectionStore(store) as st:
+        groups = study.run_sweep(
+            provider, bench, settings, store=st, condition=condition,
+            temperatures=_floats(temperatures, "--temperatures"), top_ps=_floats(top_ps, "--top-ps"),
+            ks=[int(k) for k in _floats(ks, "--k")], k_order=k_order, order=order, concurrency=concurrency,
+            progress=lambda label, total: trials_progress(_console(), total, label), on_group=group_done,
+            k_rank=k_rank, on_note=lambda note: _console().print(note, highlight=False, markup=False))
+    results = [(g.settings, g.records, g.summary) for g in groups]
+    reports = {}
+    for _setting, records, summary in results:
+        if any(r.ok for r in records):
+            key = records[0].group
+            reports[key.label] = report_of(records, label=key.label)
+        elif as_json and len(results) == 1:
+            click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
             return
-        if as_json:
-            click.echo(json.dumps([{"id": c.id, "name": c.name, "k": c.k, "queries": len(c.queries),
-                                    "tools": list(c.names)} for c in bench], indent=2))
-            return
-        table = Table(title=f"benchmark {bench.name}: {len(bench)} clusters")
-        for col in ("cluster", "k", "queries", "tools (canonical order)"):
-            table.add_column(col)
-        for c in bench:
-            table.add_row(c.id, str(c.k), str(len(c.queries)), ", ".join(c.names))
+    sweep_rows = _k_rows(reports) if ks else []
+    if len(reports) == 1 and as_json and sweep_rows:
+        click.echo(json.dumps({**next(iter(reports.values())).to_dict(), "k_sweep": sweep_rows}, indent=2))
+    elif len(reports) == 1 and not sweep_rows:
+        label, rep = next(iter(reports.items()))
+        _emit(rep, as_json, title=label)
+    elif as_json:
+        out: dict[str, Any] = {"groups": {k: v.to_dict() for k, v in reports.items()}}
+        if sweep_rows:
+            out["k_sweep"] = sweep_rows
+        click.echo(json.dumps(out, indent=2))
+    else:
+        for label, rep in reports.items():
+            Console().print(report_table(rep, label))
+        for row in sweep_rows:
+            click.echo(f"K={row['k']} {row['order']}: δapi {row['delta_api']:.3f} (÷{row['max']:.3f}: "
+                       f"{100 * row['delta_api_norm']:.1f}% ± {100 * row['delta_api_norm_std']:.1f}), δpos "
+                       f"{row['delta_pos']:.3f} ({100 * row['delta_pos_norm']:.1f}% ± "
+                       f"{100 * row['delta_pos_norm_std']:.1f})")
+
+
+def _k_rows(reports: dict[str, BiasReport]) -> list[dict[str, Any]]:
+    """The K sweep's rows: δ raw and normalised by 1 - 1/K (:func:`toolbias.selection.ksweep.k_sweep_rows`)."""
+    from ..selection.ksweep import k_sweep_rows
+
+    return k_sweep_rows(reports)
+
+@select.command("metrics")
+@click.argument("records", required=False)
+@click.option("--store", help="read a store instead of a records file")
+@_group_options
+@click.option("--parse", "rule", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
+              help="exact: whole names; paper: the paper's substring reading of the same answers")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool, **filters: Any) -> None:
+    """Bias metrics of a records file (JSONL) or of a store, one report per result group.
+
+    Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
+    tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
+    unparsed). A store's records form groups (model, benchmark, presentation, prompt, condition,
+    temperature, top-p, tool_choice) that are never pooled: one report per group (--json:
+    {"groups": {label: report}}) unless the filters leave one.
+    """
+    if bool(records) == bool(store):
+        raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
+    if records:
+        sels, unparsed = read_records(records)
+        _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
+        return
+    assert store is not None
+    reports = _groups(store, rule, **filters)
+    if len(reports) == 1:
+        key, rep = next(iter(reports.items()))
+        _emit(rep, as_json, title=key.label)
+    elif as_json:
+        click.echo(json.dumps({"groups": {k.label: v.to_dict() for k, v in reports.items()}}, indent=2))
+    else:
+        for key, rep in reports.items():
+            Console().print(report_table(rep, key.label))
+
+@select.command("export")
+@store_option(DEFAULT_STORE)
+@click.option("-o", "--output", required=True, help="JSONL file of documented records")
+@click.option("--model")
+@click.option("--benchmark")
+@click.option("--condition")
+@click.option("--presentation")
+@click.option("--full", is_flag=True, help="full records (query, order, settings, model output) instead of "
+                                           "the metrics format")
+def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
+               presentation: str | None, full: bool) -> None:
+    """Export stored selections as JSON Lines (the `select metrics` record format)."""
+    with SelectionStore(store) as st:
+        recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
+                                      presentation=presentation) if r.status.value != "error"]
+    groups = {r.group for r in recs}
+    if len(groups) > 1 and not full:
+        raise ToolbiasError(f"the records form {len(groups)} result groups; the metrics format cannot tell them "
+                            "apart", fix="narrow with --model/--condition/--presentation, or export --full")
+    with open(output, "w", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r.to_dict() if full else r.to_metrics_dict(), ensure_ascii=False) + "\n")
+    click.echo(f"wrote {len(recs)} records to {output}")
+
+@select.command("agreement")
+@click.argument("records", nargs=-1)
+@click.option("--store", help="compare the models of a store")
+@_group_options
+@click.option("--json", "as_json", is_flag=True)
+def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **filters: Any) -> None:
+    """Cross-model agreement: correlation of per-tool selection rates (records files or a store).
+
+    Only groups that differ in the model alone are compared."""
+    rates: dict[str, dict[str, Any]] = {}
+    for path in records:
+        sels, unparsed = read_records(path)
+        rates[Path(path).stem] = dict(bias_report(sels, n_unparsed=unparsed).api_rates())
+    if store:
+        filters["condition"] = filters.get("condition") or "base"
+        reports = _groups(store, **filters)
+        settings = {k.label.split(" | ", 1)[1] for k in reports}
+        if len(settings) > 1:
+            raise ToolbiasError(f"the store's groups differ in more than the model: {sorted(settings)}",
+                                fix="narrow with --benchmark, --presentation, --prompt, --temperature, "
+                                    "--top-p or --tool-choice")
+        for key, rep in reports.items():
+            rates[key.model] = dict(rep.api_rates())
+    result = agreement(rates)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    table = Table(title=f"cross-model agreement over {result.n_tools} tools")
+    for col in ("models", "Pearson", "Spearman"):
+        table.add_column(col)
+    for (a, b), v in result.pearson.items():
+        table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
+    table.add_section()
+    table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
+    Console().print(table)
+
+@select.command("explain")
+@click.argument("records", required=False)
+@click.option("--store", help="take the selection rates from a store's base runs")
+@click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
+                                            "rates (final_features_subtract_mean.json or final_features.json)")
+@click.option("--model", help="the model whose rates to explain (store; default: the only one)")
+@click.option("--benchmark", default="builtin", show_default=True,
+              help="the benchmark the records were run on (its metadata gives the features)")
+@click.option("--presentation", help="only this presentation (store)")
+@click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
+              show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
+                                      "project's features (promotional words, exposure, standardised models)")
+@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]),
+              help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical "
+                   "[default: minilm when its weights are installed, else tfidf, said so]")
+@click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
+@click.option("--permutations", type=int, default=1000, show_default=True,
+              help="paper features: shuffles of the rates within clusters for the chance baseline")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
+                presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
+                seed: int, as_json: bool) -> None:
+    """Explain selection rates by tool features (linear regression and random forest)."""
+    from ..selection import paper_features as pf
+    from ..selection.features import explain
+
+    if sum(bool(x) for x in (records, store, table_path)) != 1:
+        raise ToolbiasError("give one of: a records file, --store or --table")
+    if table_path:
+        _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
+        return
+    similarity, note = pf.resolve_similarity(similarity)
+    if note:
+        _console().print(note, highlight=False, markup=False)
+    bench = load_benchmark(benchmark)
+    if records:
+        sels, unparsed = read_records(records)
+        rep = bias_report(sels, n_unparsed=unparsed)
+        who = Path(records).stem
+    else:
+        assert store is not None
+        key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
+                                     presentation=presentation), "explain")
+        who = key.model
+    if feature_set == "paper":
+        result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
+                                     permutations=permutations, seed=seed)
+        _print_paper_explanations({who: result}, as_json)
+        return
+    old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
+    if as_json:
+        click.echo(json.dumps(old.to_dict(), indent=2, default=str))
+        return
+    table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
+    for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
+        table.add_column(col)
+    for f in old.features:
+        c = old.correlations[f]
+        imp = old.permutation_importance[f]
+        table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
+                      f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
+    Console().print(table)
+    click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
+               f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
+    if old.absent:
+        click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        out = {m: r.to_dict() for m, r in results.items()}
+        click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
+        return
+    for m, r in results.items():
+        st = r.statistics
+        table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
+        table.add_column("feature", no_wrap=True)
+        for col in ("coef (raw)", "95% CI", "p (Holm)", "coef (std.)", "Pearson r", "r: p (Holm)",
+                    "RF perm. importance"):
+            table.add_column(col, justify="right")
+        perm = r.forest.get("permutation_importance", {})
+        for f in r.features:
+            c = (st.get("coefficients") or {}).get(f, {})
+            rc = (st.get("correlations") or {}).get(f, {})
+            ci = c.get("ci95")
+            table.add_row(f, f"{r.coefficients[f]:+.3g}", f"[{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "",
+                          f"{_fmt(c.get('p'))} ({_fmt(c.get('p_holm'))})" if c else "", _fmt(r.standardized[f]),
+                          _fmt(r.correlations.get(f, {}).get("pearson")),
+                          f"{_fmt(rc.get('p'))} ({_fmt(rc.get('p_holm'))})" if rc else "",
+                          _fmt(perm[f]["mean"]) if f in perm else "(left out)")
         Console().print(table)
+        if "cv_r2" in r.forest:
+            click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
+        if st:
+            perm_b = st["permutation"]
+            click.echo(f"adjusted R² {_fmt(st['adjusted_r2'])}; 5-fold CV R²: linear {_fmt(st['linear_cv_r2'])}, "
+                       f"forest {_fmt(st['forest_cv_r2'])}; rates shuffled within clusters "
+                       f"({perm_b['permutations']}x): R² mean {_fmt(perm_b['mean_r2'])}, 95th percentile "
+                       f"{_fmt(perm_b['p95_r2'])}, p = {_fmt(perm_b['p_value'])}")
+            click.echo(("FLAG: this fit is " if st["chance"] else "") + st["verdict"])
+    fam = next(iter(results.values())).statistics.get("correlation_family") if results else None
+    if fam:
+        click.echo(f"{fam['tests']} feature correlations across the models: {fam['p_below_0.05']} with p < .05 "
+                   f"uncorrected, {fam['holm_below_0.05']} after Holm, {fam['bh_below_0.05']} after BH")
 
-    @select.command("prompt")
-    @click.option("--benchmark", default="builtin", show_default=True)
-    @click.option("--cluster", required=True, help="cluster id")
-    @click.option("--query", "query_index", type=int, default=0, show_default=True, help="query index (0-based)")
-    @click.option("--rotation", type=int, default=0, show_default=True, help="cyclic rotation r: API r+1 first")
-    @click.option("--json", "as_json", is_flag=True, help="the whole request (messages, tools, tool_choice)")
-    @_setting_options
-    def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as_json: bool,
-                   **options: Any) -> None:
-        """Print the exact prompt of one trial (toolbench: the text the paper's text-mode models received)."""
-        req = study.trial_request(load_benchmark(benchmark), cluster, query_index, rotation, _settings(options))
-        if as_json:
-            click.echo(json.dumps({"messages": req.messages, "tools": req.tools, "tool_choice": req.tool_choice,
-                                   "shown": list(req.shown)}, indent=2, ensure_ascii=False))
-            return
-        for m in req.messages:
-            if m["role"] == "system" and not m["content"]:
-                continue
-            if len(req.messages) > 1 and not (req.messages[0]["role"] == "system" and not req.messages[0]["content"]):
-                sys.stdout.write(f"--- {m['role']} ---\n")
-            sys.stdout.write(str(m["content"]))
-        if req.tools:
-            sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
-
-    @select.command("run")
-    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
-                  help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
-                       "contains=TEXT, random=SEED)")
-    @click.option("--condition", default="base", show_default=True,
-                  help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
-    @click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
-    @click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
-    @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
-    @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
-                  help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
-    @click.option("--k-rank", help="the base run ranking the K tools: own, paper (the authors' Qwen3-235B "
-                                   "cluster-7 ranking), model:SPEC or file:PATH [default: own; --paper: paper]")
-    @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
-                  help="cyclic rotations, or as many independent seeded shuffles per query")
-    @_model_options
-    def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
-                k_order: str, k_rank: str | None, order: str, base_url: tuple[str, ...], benchmark: str,
+@select.command("perturb")
+@model_option(required=True)
+@click.option("--conditions", default="all", show_default=True,
+              help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
+@click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
+@_model_options
+def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...], benchmark: str,
                 queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
                 as_json: bool, **options: Any) -> None:
-        """Run a model on every query in every cyclic rotation; store and report the selections.
+    """Run the base condition and metadata perturbations; report TV to base and to uniform."""
+    bench = _bench(benchmark, queries, clusters)
+    settings = _settings(options, model)
+    provider = _provider(model, base_url, concurrency, cache, settings)
+    names = study.expand_conditions(conditions)
+    with SelectionStore(store) as st:
+        result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
+                                                                     concurrency=concurrency))
+    for cond, summary in result.summaries.items():
+        _console().print(f"{cond}: {_summary_line(summary)}", highlight=False)
+    if figure_path:
+        figs.save(figs.perturbation_figure(result.effects, result.base), figure_path)
+    if as_json:
+        click.echo(json.dumps({"base": result.base.to_dict(), "conditions": [e.to_dict() for e in result.effects]},
+                              indent=2))
+        return
+    table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
+    table.add_column("condition", no_wrap=True)
+    for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
+        table.add_column(col, justify="right")
+    for e in result.effects:
+        table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
+                      f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
+                      _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
+    Console().print(table)
 
-        Lists of temperatures, top-p values and K run one result group each. Re-running the same command
-        resumes: stored answers are kept, infrastructure errors retried.
-        """
-        paper = bool(options.get("paper"))
-        bench = _bench(benchmark, queries, clusters)
-        if ks and paper and not clusters and (k_rank or "paper") == "paper":
-            from ..selection.ksweep import paper_clusters
+@select.command("mitigate")
+@click.option("--filter-model", required=True, help="the model that filters the able candidates")
+@click.option("--model", help="the selecting model for 'before' [default: the filter model]")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
+              help="toolbias: numbered list, JSON answer; paper: the paper's prompt and candidates "
+                   "[default: toolbias; --paper: paper]")
+@click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
+              help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
+                   "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
+@_model_options
+def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
+                 base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
+                 concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
+    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
+    style = filter_style or ("paper" if options.get("paper") else "toolbias")
+    bench = _bench(benchmark, queries, clusters)
+    settings = _settings(options, model or filter_model)
+    filt = _provider(filter_model, base_url, concurrency, cache)
+    chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
+        _provider(model or filter_model, base_url, concurrency, cache, settings)
+    with SelectionStore(store) as st:
+        result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
+            chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
+            filter_style=style, seed=settings.seed or 0))
+    _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
+    cov = result.coverage
+    if as_json:
+        click.echo(json.dumps({"before": result.before.to_dict(),
+                               "after": result.after.to_dict() if result.after else None, "coverage": cov},
+                              indent=2))
+        return
+    Console().print(report_table(result.before, result.before.label))
+    if result.after is not None:
+        Console().print(report_table(result.after, result.after.label))
+    else:
+        click.echo("after: no mitigated trial selected a tool")
+    click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
+               f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
+    q = cov.get("filter_quality") or {}
+    if q:
+        click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
+                   f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
 
-            bench = study.subset(bench, clusters=paper_clusters(bench))
-        base_settings = _settings(options, model)
-        sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
-                                    top_ps=_floats(top_ps, "--top-ps"))
-        provider = _provider(model, base_url, concurrency, cache, base_settings)
-        results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
-        with SelectionStore(store) as st:
-            benches = [bench]
-            if ks:
-                from ..selection.ksweep import rank_tag, ranking_rates
+@select.command("filter-eval")
+@click.option("--filter-model", help="the filter model to evaluate")
+@click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
+                                    "ground truth is read beside it)")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
+              show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
+@click.option("--set", "eval_set", default="builtin", show_default=True,
+              help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
+@click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
+@click.option("--per-cluster", type=int, default=20, show_default=True, help="built-in set: queries per cluster")
+@click.option("--limit", type=int, help="only the first N examples")
+@base_url_option
+@store_option(DEFAULT_STORE)
+@concurrency_option
+@click.option("--max-tokens", type=int, default=256, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cache")
+@click.option("--json", "as_json", is_flag=True)
+def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
+                    benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
+                    concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
+    """Filter quality: micro precision, micro recall and exact match, overall and by K."""
+    from ..providers.base import GenerateConfig
+    from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
 
-                rates, rank = None, k_rank or ("paper" if paper else "own")
-                if k_order != "random":
-                    rates, source = ranking_rates(
-                        rank, bench=bench,
-                        own=lambda: study.base_rates(st, provider, bench, base_settings),
-                        other=lambda spec: study.base_rates(st, spec, bench, base_settings, same_backbone=False))
-                    _console().print(f"K tools ranked by {source}", highlight=False, markup=False)
-                benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
-                                          seed=base_settings.seed or 0, rank_tag=rank_tag(rank))
-            for b in benches:
-                for settings in sweep:
-                    label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
-                    with trials_progress(_console(), study.planned(b, settings), label) as on_record:
-                        records, summary = study.in_session([provider], partial(
-                            study.arun, provider, b, settings, store=st, condition=condition,
-                            concurrency=concurrency, on_record=on_record, order=order))
-                    results.append((settings, records, summary))
-                    _console().print(_summary_line(summary), highlight=False)
-                    if summary.errors:
-                        _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the "
-                                         "same command to retry them[/]")
-        reports = {}
-        for _setting, records, summary in results:
-            if any(r.ok for r in records):
-                key = records[0].group
-                reports[key.label] = report_of(records, label=key.label)
-            elif as_json and len(results) == 1:
-                click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
-                return
-        sweep_rows = _k_rows(reports) if ks else []
-        if len(reports) == 1 and as_json and sweep_rows:
-            click.echo(json.dumps({**next(iter(reports.values())).to_dict(), "k_sweep": sweep_rows}, indent=2))
-        elif len(reports) == 1 and not sweep_rows:
-            label, rep = next(iter(reports.items()))
-            _emit(rep, as_json, title=label)
-        elif as_json:
-            out: dict[str, Any] = {"groups": {k: v.to_dict() for k, v in reports.items()}}
-            if sweep_rows:
-                out["k_sweep"] = sweep_rows
-            click.echo(json.dumps(out, indent=2))
-        else:
-            for label, rep in reports.items():
-                Console().print(report_table(rep, label))
-            for row in sweep_rows:
-                click.echo(f"K={row['k']} {row['order']}: δapi {row['delta_api']:.3f} (÷{row['max']:.3f}: "
-                           f"{100 * row['delta_api_norm']:.1f}% ± {100 * row['delta_api_norm_std']:.1f}), δpos "
-                           f"{row['delta_pos']:.3f} ({100 * row['delta_pos_norm']:.1f}% ± "
-                           f"{100 * row['delta_pos_norm_std']:.1f})")
+    if bool(filter_model) == bool(predictions):
+        raise ToolbiasError("give either --filter-model or --predictions")
+    if predictions:
+        _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
+        return
+    assert filter_model is not None
+    if eval_set == "builtin":
+        examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
+        set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
+    elif eval_set.startswith("biasbusters:"):
+        path = eval_set.partition(":")[2]
+        examples = load_biasbusters_filter_set(path)
+        set_name = f"biasbusters:{Path(path).name}"
+    else:
+        raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
+    examples = examples[:limit] if limit else examples
+    filt = _provider(filter_model, base_url, concurrency, cache)
+    config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
+    with SelectionStore(store) as st:
+        scores, rows = study.in_session([filt], lambda: aevaluate_filter(
+            filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
+            filter_style=filter_style))
+    errors = sum(1 for r in rows if r["status"] == "error")
+    if errors:
+        _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
+    _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
 
-    def _k_rows(reports: dict[str, BiasReport]) -> list[dict[str, Any]]:
-        from ..selection.ksweep import k_sweep_rows
+def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(scores.to_dict(), indent=2))
+        return
+    table = Table(title=f"filter quality of {what}")
+    for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
+        table.add_column(col)
+    table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),
+                  _fmt(scores.exact_match), str(scores.n_unparsed))
+    for k, v in scores.by_k.items():
+        table.add_row(f"K={k}", str(int(v["n"])), _fmt(v["micro_precision"]), _fmt(v["micro_recall"]),
+                      _fmt(v["exact_match"]), str(int(v["n_unparsed"])))
+    Console().print(table)
 
-        return k_sweep_rows(reports)
-
-    @select.command("metrics")
-    @click.argument("records", required=False)
-    @click.option("--store", help="read a store instead of a records file")
-    @_group_options
-    @click.option("--parse", "rule", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
-                  help="exact: whole names; paper: the paper's substring reading of the same answers")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool, **filters: Any) -> None:
-        """Bias metrics of a records file (JSONL) or of a store, one report per result group.
-
-        Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
-        tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
-        unparsed). A store's records form groups (model, benchmark, presentation, prompt, condition,
-        temperature, top-p, tool_choice) that are never pooled: one report per group (--json:
-        {"groups": {label: report}}) unless the filters leave one.
-        """
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
-        if records:
-            sels, unparsed = read_records(records)
-            _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
-            return
-        assert store is not None
-        reports = _groups(store, rule, **filters)
-        if len(reports) == 1:
-            key, rep = next(iter(reports.items()))
-            _emit(rep, as_json, title=key.label)
-        elif as_json:
-            click.echo(json.dumps({"groups": {k.label: v.to_dict() for k, v in reports.items()}}, indent=2))
-        else:
-            for key, rep in reports.items():
-                Console().print(report_table(rep, key.label))
-
-    @select.command("export")
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("-o", "--output", required=True, help="JSONL file of documented records")
-    @click.option("--model")
-    @click.option("--benchmark")
-    @click.option("--condition")
-    @click.option("--presentation")
-    @click.option("--full", is_flag=True, help="full records (query, order, settings, model output) instead of "
-                                               "the metrics format")
-    def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
-                   presentation: str | None, full: bool) -> None:
-        """Export stored selections as JSON Lines (the `select metrics` record format)."""
-        with SelectionStore(store) as st:
-            recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
-                                          presentation=presentation) if r.status.value != "error"]
-        groups = {r.group for r in recs}
-        if len(groups) > 1 and not full:
-            raise ToolbiasError(f"the records form {len(groups)} result groups; the metrics format cannot tell them "
-                                "apart", fix="narrow with --model/--condition/--presentation, or export --full")
-        with open(output, "w", encoding="utf-8") as f:
-            for r in recs:
-                f.write(json.dumps(r.to_dict() if full else r.to_metrics_dict(), ensure_ascii=False) + "\n")
-        click.echo(f"wrote {len(recs)} records to {output}")
-
-    @select.command("agreement")
-    @click.argument("records", nargs=-1)
-    @click.option("--store", help="compare the models of a store")
-    @_group_options
-    @click.option("--json", "as_json", is_flag=True)
-    def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **filters: Any) -> None:
-        """Cross-model agreement: correlation of per-tool selection rates (records files or a store).
-
-        Only groups that differ in the model alone are compared."""
-        rates: dict[str, dict[str, Any]] = {}
-        for path in records:
-            sels, unparsed = read_records(path)
-            rates[Path(path).stem] = dict(bias_report(sels, n_unparsed=unparsed).api_rates())
-        if store:
-            filters["condition"] = filters.get("condition") or "base"
-            reports = _groups(store, **filters)
-            settings = {k.label.split(" | ", 1)[1] for k in reports}
-            if len(settings) > 1:
-                raise ToolbiasError(f"the store's groups differ in more than the model: {sorted(settings)}",
-                                    fix="narrow with --benchmark, --presentation, --prompt, --temperature, "
-                                        "--top-p or --tool-choice")
-            for key, rep in reports.items():
-                rates[key.model] = dict(rep.api_rates())
-        result = agreement(rates)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2))
-            return
-        table = Table(title=f"cross-model agreement over {result.n_tools} tools")
-        for col in ("models", "Pearson", "Spearman"):
-            table.add_column(col)
-        for (a, b), v in result.pearson.items():
-            table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
-        table.add_section()
-        table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
-        Console().print(table)
-
-    @select.command("explain")
-    @click.argument("records", required=False)
-    @click.option("--store", help="take the selection rates from a store's base runs")
-    @click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
-                                                "rates (final_features_subtract_mean.json or final_features.json)")
-    @click.option("--model", help="the model whose rates to explain (store; default: the only one)")
-    @click.option("--benchmark", default="builtin", show_default=True,
-                  help="the benchmark the records were run on (its metadata gives the features)")
-    @click.option("--presentation", help="only this presentation (store)")
-    @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
-                  show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
-                                          "project's features (promotional words, exposure, standardised models)")
-    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]),
-                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical "
-                       "[default: minilm when its weights are installed, else tfidf, said so]")
-    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
-    @click.option("--permutations", type=int, default=1000, show_default=True,
-                  help="paper features: shuffles of the rates within clusters for the chance baseline")
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
-                    presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
-                    seed: int, as_json: bool) -> None:
-        """Explain selection rates by tool features (linear regression and random forest)."""
-        from ..selection import paper_features as pf
-        from ..selection.features import explain
-
-        if sum(bool(x) for x in (records, store, table_path)) != 1:
-            raise ToolbiasError("give one of: a records file, --store or --table")
-        if table_path:
-            _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
-            return
-        similarity, note = pf.resolve_similarity(similarity)
-        if note:
-            _console().print(note, highlight=False, markup=False)
-        bench = load_benchmark(benchmark)
-        if records:
-            sels, unparsed = read_records(records)
-            rep = bias_report(sels, n_unparsed=unparsed)
-            who = Path(records).stem
-        else:
-            assert store is not None
-            key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
-                                         presentation=presentation), "explain")
-            who = key.model
-        if feature_set == "paper":
-            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
-                                         permutations=permutations, seed=seed)
-            _print_paper_explanations({who: result}, as_json)
-            return
-        old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
-        if as_json:
-            click.echo(json.dumps(old.to_dict(), indent=2, default=str))
-            return
-        table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
-        for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
-            table.add_column(col)
-        for f in old.features:
-            c = old.correlations[f]
-            imp = old.permutation_importance[f]
-            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
-                          f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
-        Console().print(table)
-        click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
-                   f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
-        if old.absent:
-            click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
-
-    def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
-        if as_json:
-            out = {m: r.to_dict() for m, r in results.items()}
-            click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
-            return
-        for m, r in results.items():
-            st = r.statistics
-            table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
-            table.add_column("feature", no_wrap=True)
-            for col in ("coef (raw)", "95% CI", "p (Holm)", "coef (std.)", "Pearson r", "r: p (Holm)",
-                        "RF perm. importance"):
-                table.add_column(col, justify="right")
-            perm = r.forest.get("permutation_importance", {})
-            for f in r.features:
-                c = (st.get("coefficients") or {}).get(f, {})
-                rc = (st.get("correlations") or {}).get(f, {})
-                ci = c.get("ci95")
-                table.add_row(f, f"{r.coefficients[f]:+.3g}", f"[{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "",
-                              f"{_fmt(c.get('p'))} ({_fmt(c.get('p_holm'))})" if c else "", _fmt(r.standardized[f]),
-                              _fmt(r.correlations.get(f, {}).get("pearson")),
-                              f"{_fmt(rc.get('p'))} ({_fmt(rc.get('p_holm'))})" if rc else "",
-                              _fmt(perm[f]["mean"]) if f in perm else "(left out)")
-            Console().print(table)
-            if "cv_r2" in r.forest:
-                click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
-            if st:
-                perm_b = st["permutation"]
-                click.echo(f"adjusted R² {_fmt(st['adjusted_r2'])}; 5-fold CV R²: linear {_fmt(st['linear_cv_r2'])}, "
-                           f"forest {_fmt(st['forest_cv_r2'])}; rates shuffled within clusters "
-                           f"({perm_b['permutations']}x): R² mean {_fmt(perm_b['mean_r2'])}, 95th percentile "
-                           f"{_fmt(perm_b['p95_r2'])}, p = {_fmt(perm_b['p_value'])}")
-                click.echo(("FLAG: this fit is " if st["chance"] else "") + st["verdict"])
-        fam = next(iter(results.values())).statistics.get("correlation_family") if results else None
-        if fam:
-            click.echo(f"{fam['tests']} feature correlations across the models: {fam['p_below_0.05']} with p < .05 "
-                       f"uncorrected, {fam['holm_below_0.05']} after Holm, {fam['bh_below_0.05']} after BH")
-
-    @select.command("perturb")
-    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")
-    @click.option("--conditions", default="all", show_default=True,
-                  help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
-    @click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
-    @_model_options
-    def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...], benchmark: str,
-                    queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
-                    as_json: bool, **options: Any) -> None:
-        """Run the base condition and metadata perturbations; report TV to base and to uniform."""
-        bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options, model)
-        provider = _provider(model, base_url, concurrency, cache, settings)
-        names = study.expand_conditions(conditions)
-        with SelectionStore(store) as st:
-            result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
-                                                                         concurrency=concurrency))
-        for cond, summary in result.summaries.items():
-            _console().print(f"{cond}: {_summary_line(summary)}", highlight=False)
-        if figure_path:
-            figs.save(figs.perturbation_figure(result.effects, result.base), figure_path)
-        if as_json:
-            click.echo(json.dumps({"base": result.base.to_dict(), "conditions": [e.to_dict() for e in result.effects]},
-                                  indent=2))
-            return
-        table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
-        table.add_column("condition", no_wrap=True)
-        for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
-            table.add_column(col, justify="right")
-        for e in result.effects:
-            table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
-                          f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
-                          _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
-        Console().print(table)
-
-    @select.command("mitigate")
-    @click.option("--filter-model", required=True, help="the model that filters the able candidates")
-    @click.option("--model", help="the selecting model for 'before' [default: the filter model]")
-    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
-                  help="toolbias: numbered list, JSON answer; paper: the paper's prompt and candidates "
-                       "[default: toolbias; --paper: paper]")
-    @click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
-                  help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
-                       "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
-    @_model_options
-    def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
-                     base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
-                     concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
-        """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
-        style = filter_style or ("paper" if options.get("paper") else "toolbias")
-        bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options, model or filter_model)
-        filt = _provider(filter_model, base_url, concurrency, cache)
-        chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
-            _provider(model or filter_model, base_url, concurrency, cache, settings)
-        with SelectionStore(store) as st:
-            result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
-                chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
-                filter_style=style, seed=settings.seed or 0))
-        _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
-        cov = result.coverage
-        if as_json:
-            click.echo(json.dumps({"before": result.before.to_dict(),
-                                   "after": result.after.to_dict() if result.after else None, "coverage": cov},
-                                  indent=2))
-            return
-        Console().print(report_table(result.before, result.before.label))
-        if result.after is not None:
-            Console().print(report_table(result.after, result.after.label))
-        else:
-            click.echo("after: no mitigated trial selected a tool")
-        click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
-                   f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
-        q = cov.get("filter_quality") or {}
-        if q:
-            click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
-                       f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
-
-    @select.command("filter-eval")
-    @click.option("--filter-model", help="the filter model to evaluate")
-    @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
-                                        "ground truth is read beside it)")
-    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
-                  show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
-    @click.option("--set", "eval_set", default="builtin", show_default=True,
-                  help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
-    @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
-    @click.option("--per-cluster", type=int, default=20, show_default=True, help="built-in set: queries per cluster")
-    @click.option("--limit", type=int, help="only the first N examples")
-    @click.option("--base-url", multiple=True)
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("--concurrency", type=int, default=8, show_default=True)
-    @click.option("--max-tokens", type=int, default=256, show_default=True)
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--cache")
-    @click.option("--json", "as_json", is_flag=True)
-    def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
-                        benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
-                        concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
-        """Filter quality: micro precision, micro recall and exact match, overall and by K."""
-        from ..providers.base import GenerateConfig
-        from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
-
-        if bool(filter_model) == bool(predictions):
-            raise ToolbiasError("give either --filter-model or --predictions")
-        if predictions:
-            _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
-            return
-        assert filter_model is not None
-        if eval_set == "builtin":
-            examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
-            set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
-        elif eval_set.startswith("biasbusters:"):
-            path = eval_set.partition(":")[2]
-            examples = load_biasbusters_filter_set(path)
-            set_name = f"biasbusters:{Path(path).name}"
-        else:
-            raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
-        examples = examples[:limit] if limit else examples
-        filt = _provider(filter_model, base_url, concurrency, cache)
-        config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
-        with SelectionStore(store) as st:
-            scores, rows = study.in_session([filt], lambda: aevaluate_filter(
-                filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
-                filter_style=filter_style))
-        errors = sum(1 for r in rows if r["status"] == "error")
-        if errors:
-            _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
-        _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
-
-    def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
-        if as_json:
-            click.echo(json.dumps(scores.to_dict(), indent=2))
-            return
-        table = Table(title=f"filter quality of {what}")
-        for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
-            table.add_column(col)
-        table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),
-                      _fmt(scores.exact_match), str(scores.n_unparsed))
-        for k, v in scores.by_k.items():
-            table.add_row(f"K={k}", str(int(v["n"])), _fmt(v["micro_precision"]), _fmt(v["micro_recall"]),
-                          _fmt(v["exact_match"]), str(int(v["n_unparsed"])))
-        Console().print(table)
-
-    @select.command("figures")
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("-o", "--output", "out_dir", default="selection-figures", show_default=True)
-    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
-    @click.option("--benchmark", help="benchmark spec, for tool names on the axes (must match the store's)")
-    @click.option("--html", "html_path", help="also write the HTML fragments into this file")
-    def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
-        """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
-        reports = _groups(store)
-        bench = load_benchmark(benchmark) if benchmark else None
-        for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
-                                             html_path=Path(html_path) if html_path else None):
-            click.echo(str(path))
+@select.command("figures")
+@store_option(DEFAULT_STORE)
+@click.option("-o", "--output", "out_dir", default="selection-figures", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--benchmark", help="benchmark spec, for tool names on the axes (must match the store's)")
+@click.option("--html", "html_path", help="also write the HTML fragments into this file")
+def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
+    """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
+    reports = _groups(store)
+    bench = load_benchmark(benchmark) if benchmark else None
+    for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
+                                         html_path=Path(html_path) if html_path else None):
+        click.echo(str(path))
 
 
-def _register_paper(select: click.Group) -> None:
-    @select.command("paper")
-    @click.option("--data", default="../shared/data/biasbusters", show_default=True,
-                  help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
-    @click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
-    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
-        """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
-        authors' logged selections."""
-        from ..selection import paper_stats as ps
+@select.command("paper")
+@click.option("--data", default="../shared/data/biasbusters", show_default=True,
+              help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
+@click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
+    """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
+    authors' logged selections."""
+    from ..selection import paper_stats as ps
 
-        stats = ps.load_selection_stats(data)
-        table = ps.main_table(stats)
-        sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
-        perturbations = ps.perturbation_table(stats)
-        ks = ps.k_sweep(ps.load_k_results(data))
-        agree = ps.model_agreement(stats)
-        if fig_dir:
-            out = Path(fig_dir)
-            written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
-            for name, points in sweeps.items():
-                written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
-            for key in ("api", "pos"):
-                written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
-            written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
-            for p in written:
-                _console().print(str(p), highlight=False)
-        if as_json:
-            click.echo(json.dumps({
-                "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
-                                   "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
-                "sweeps": sweeps,
-                "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
-                "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
-                "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
-            return
-        main = Table(title="main table (mean ± population std over 3 runs)")
-        for col in ("model", "δ API", "δ pos", "δ model"):
-            main.add_column(col)
-        for m, r in table.items():
-            main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
-        Console().print(main)
+    stats = ps.load_selection_stats(data)
+    table = ps.main_table(stats)
+    sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
+    perturbations = ps.perturbation_table(stats)
+    ks = ps.k_sweep(ps.load_k_results(data))
+    agree = ps.model_agreement(stats)
+    if fig_dir:
+        out = Path(fig_dir)
+        written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
         for name, points in sweeps.items():
-            click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
-        pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
-        for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
-            pert.add_column(col)
-        for label, d in perturbations.items():
-            pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
-                                  ("Gemini", "GPT-4.1 mini")))
-        Console().print(pert)
-        for order, by_k in ks.items():
-            click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
-                                                      for k, v in by_k.items()))
-        click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")
+            written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
+        for key in ("api", "pos"):
+            written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
+        written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
+        for p in written:
+            _console().print(str(p), highlight=False)
+    if as_json:
+        click.echo(json.dumps({
+            "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
+                               "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
+            "sweeps": sweeps,
+            "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
+            "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
+            "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
+        return
+    main = Table(title="main table (mean ± population std over 3 runs)")
+    for col in ("model", "δ API", "δ pos", "δ model"):
+        main.add_column(col)
+    for m, r in table.items():
+        main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
+    Console().print(main)
+    for name, points in sweeps.items():
+        click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
+    pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
+    for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
+        pert.add_column(col)
+    for label, d in perturbations.items():
+        pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
+                              ("Gemini", "GPT-4.1 mini")))
+    Console().print(pert)
+    for order, by_k in ks.items():
+        click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
+                                                  for k, v in by_k.items()))
+    click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")
 
 
-def _register_corpus(select: click.Group) -> None:
-    @select.command("pretrain-corpus")
-    @click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
-    @click.option("--base-url", multiple=True)
-    @click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
-    @click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
-    @click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
-    @click.option("--api", "api_index", type=int, help="the target tool's 0-based index [default: the paper's, 2]")
-    @click.option("--brand", "brands", multiple=True, help="brand strings (repeat) [default: the paper's four for "
-                                                           "its target, else the tool name]")
-    @click.option("--documents", type=int, default=5000, show_default=True, help="stop after this many kept")
-    @click.option("--max-tokens-total", type=int, default=8_000_000, show_default=True,
-                  help="stop after this many estimated tokens (4 characters each)")
-    @click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--concurrency", type=int, default=8, show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
-                   api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
-                   max_calls: int | None, seed: int, concurrency: int, as_json: bool) -> None:
-        """The paper's biased continued pre-training corpus: documents promoting one tool (PROTOCOL.md 7).
+@select.command("pretrain-corpus")
+@click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
+@base_url_option
+@click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
+@click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
+@click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
+@click.option("--api", "api_index", type=int, help="the target tool's 0-based index [default: the paper's, 2]")
+@click.option("--brand", "brands", multiple=True, help="brand strings (repeat) [default: the paper's four for "
+                                                       "its target, else the tool name]")
+@click.option("--documents", type=int, default=5000, show_default=True, help="stop after this many kept")
+@click.option("--max-tokens-total", type=int, default=8_000_000, show_default=True,
+              help="stop after this many estimated tokens (4 characters each)")
+@click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@concurrency_option
+@click.option("--json", "as_json", is_flag=True)
+def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
+               api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
+               max_calls: int | None, seed: int, concurrency: int, as_json: bool) -> None:
+    """The paper's biased continued pre-training corpus: documents promoting one tool (PROTOCOL.md 7).
 
-        Training on it is a GPU step outside toolbias (see toolbias.selection.pretrain)."""
-        from ..selection import pretrain
+    Training on it is a GPU step outside toolbias (see toolbias.selection.pretrain)."""
+    from ..selection import pretrain
 
-        bench = load_benchmark(benchmark)
-        if cluster is None and api_index is None and not brands:
-            target = pretrain.paper_target(bench)
-        else:
-            target = pretrain.CorpusTarget.of(bench, cluster or pretrain.PAPER_TARGET[0],
-                                              pretrain.PAPER_TARGET[1] if api_index is None else api_index,
-                                              brands=brands)
-        provider = _provider(model, base_url, concurrency, None)
-        progress = study.in_session([provider], lambda: pretrain.agenerate_corpus(
-            provider, target, output, documents=documents, max_tokens=max_tokens_total, max_calls=max_calls,
-            seed=seed, concurrency=concurrency))
-        if as_json:
-            click.echo(json.dumps(progress.to_dict()))
-            return
-        click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
-                   f"{progress.errors} infrastructure errors) in {output}")
+    bench = load_benchmark(benchmark)
+    if cluster is None and api_index is None and not brands:
+        target = pretrain.paper_target(bench)
+    else:
+        target = pretrain.CorpusTarget.of(bench, cluster or pretrain.PAPER_TARGET[0],
+                                          pretrain.PAPER_TARGET[1] if api_index is None else api_index,
+                                          brands=brands)
+    provider = _provider(model, base_url, concurrency, None)
+    progress = study.in_session([provider], lambda: pretrain.agenerate_corpus(
+        provider, target, output, documents=documents, max_tokens=max_tokens_total, max_calls=max_calls,
+        seed=seed, concurrency=concurrency))
+    if as_json:
+        click.echo(json.dumps(progress.to_dict()))
+        return
+    click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
+               f"{progress.errors} infrastructure errors) in {output}")
 
 
-def _register_build(select: click.Group) -> None:
-    @select.command("build")
-    @click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
-    @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
-    @click.option("--base-url", multiple=True)
-    @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
-    @click.option("--name", default="custom", show_default=True, help="benchmark name")
-    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
-    @click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
-    @click.option("--min-size", type=int, default=2, show_default=True)
-    @click.option("--max-size", type=int, default=5, show_default=True)
-    @click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
-    @click.option("--json", "as_json", is_flag=True, help="print the build record")
-    def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
-                  threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
-        """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
-        from ..selection import build
+@select.command("build")
+@click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+@click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
+@base_url_option
+@click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+@click.option("--name", default="custom", show_default=True, help="benchmark name")
+@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
+@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option("--max-size", type=int, default=5, show_default=True)
+@click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+@click.option("--json", "as_json", is_flag=True, help="print the build record")
+def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
+              threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
+    """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+    from ..selection import build
 
-        tools = build.read_tools(tools_path)
-        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
-                                       max_size=max_size, queries=queries)
-        provider = _provider(model, base_url, 1, None)
-        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
-                                                                          settings=settings))
-        build.write_benchmark(bench, record, output)
-        if as_json:
-            click.echo(json.dumps(record, indent=2))
-            return
-        click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")
+    tools = build.read_tools(tools_path)
+    settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
+                                   max_size=max_size, queries=queries)
+    provider = _provider(model, base_url, 1, None)
+    bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                      settings=settings))
+    build.write_benchmark(bench, record, output)
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")
+
+

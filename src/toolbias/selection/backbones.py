@@ -336,5 +336,24 @@ def paper_settings(backbone: Backbone, **given: Any) -> Any:
     return replace(settings, backbone=bb)
 
 
-__all__ = ["BACKBONES", "Backbone", "BackboneModel", "for_backbone", "get_backbone", "infer_backbone",
-           "paper_settings", "resolve_functions_param"]
+def resolve_paper(model: str | None, *, backbone: str | None = None, stop: Sequence[str] | None = None,
+                  reask: int | None = None, thinking: str | None = None, functions_param: str | None = None,
+                  **given: Any) -> tuple[Any, str]:
+    """``--paper``'s settings for a model spec: the backbone named (or inferred from ``model``) with the wire
+    overrides (``stop``: ``["none"]`` for no stop; ``thinking``: on, off or unset) and the run settings in
+    ``given`` applied; and a line saying how the backbone was chosen."""
+    bb, why = get_backbone(backbone, model)
+    stops = None if not stop else (() if list(stop) == ["none"] else tuple(stop))
+    bb = bb.with_overrides(stop=stops, reask=reask, functions_param=functions_param)
+    if thinking is not None:
+        switches = {"on": True, "off": False, "unset": None}
+        if thinking not in switches:
+            raise ToolbiasError(f"unknown thinking switch '{thinking}'", fix="use on, off or unset")
+        bb = replace(bb, enable_thinking=switches[thinking])
+    return paper_settings(bb, **given), why
+
+
+BACKBONE_NAMES = tuple(BACKBONES)
+
+__all__ = ["BACKBONES", "BACKBONE_NAMES", "Backbone", "BackboneModel", "for_backbone", "get_backbone",
+           "infer_backbone", "paper_settings", "resolve_functions_param", "resolve_paper"]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import ToolbiasError
 from ..providers.base import ModelAPI
 from .metrics import BiasReport
 from .mitigate import arun_mitigation, score_sets
-from .perturb import TARGETED, PerturbationEffect, apply_condition, condition_label, perturbation_effects
+from .perturb import TARGETED, PerturbationEffect, apply_condition, perturbation_effects, perturbation_label
 from .present import Request, build, resolve_prompt
 from .records import SelectionRecord, Status
 from .runner import RunSummary, SelectionRunner, arun_selection, report_of
@@ -94,7 +96,7 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
     return await arun_selection(model, perturbed, runs=settings.runs, presentation=settings.presentation,
-                                condition=condition_label(condition), config=settings.config(),
+                                condition=perturbation_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
                                 order=order, backbone=settings.backbone_label)
@@ -112,7 +114,7 @@ def condition_name(condition: str, settings: RunSettings) -> str:
     """The condition as records store it: ``<condition>[paper]`` for the authors' replays."""
     from .paper_perturb import paper_label
 
-    return paper_label(condition) if paper_replay(condition, settings) else condition_label(condition)
+    return paper_label(condition) if paper_replay(condition, settings) else perturbation_label(condition)
 
 
 async def _arun_paper_condition(model: ModelAPI, bench: Benchmark, settings: RunSettings, condition: str, *,
@@ -152,7 +154,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
     other than the model's own base run (``[k=K,<kind>,by=<tag>]``, :func:`.ksweep.rank_tag`)."""
     import random as _random
 
-    from .perturb import _ranked
+    from .perturb import ranked_tools
 
     if kind not in K_ORDERS:
         raise ToolbiasError(f"unknown K-subset order '{kind}'", fix=f"use {', '.join(K_ORDERS)}")
@@ -165,7 +167,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
             if kind == "random":
                 idx = _random.Random(f"{seed}:{c.id}:{k}").sample(range(c.k), k)
             else:
-                ranked = _ranked(c, rates, f"K subsets ({kind})")
+                ranked = ranked_tools(c, rates, f"K subsets ({kind})")
                 idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
             clusters.append(c.with_tools([c.tools[i] for i in idx]))
         by = f",by={rank_tag}" if rank_tag and kind != "random" else ""
@@ -175,6 +177,68 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
 
 def planned(bench: Benchmark, settings: RunSettings) -> int:
     return settings.runs * sum(len(c.queries) * c.k for c in bench.clusters)
+
+
+@dataclass
+class SweepGroup:
+    """One result group of a sweep: a benchmark (cut to K, or whole) under one setting."""
+
+    bench: Benchmark
+    settings: RunSettings
+    label: str
+    records: list[SelectionRecord]
+    summary: RunSummary
+
+
+#: ``(label, planned trials)`` -> a context yielding the per-record callback (a progress bar)
+GroupProgress = Callable[[str, int], AbstractContextManager[Callable[[SelectionRecord], None] | None]]
+
+
+def _no_progress(label: str, total: int) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
+              condition: str = "base", temperatures: Sequence[float] = (), top_ps: Sequence[float] = (),
+              ks: Sequence[int] = (), k_order: str = "b2w", order: str = "cyclic", concurrency: int = 8,
+              progress: GroupProgress = _no_progress,
+              on_group: Callable[[SweepGroup], None] | None = None, k_rank: str | None = None,
+              on_note: Callable[[str], None] | None = None) -> list[SweepGroup]:
+    """``select run``: every (K-cut benchmark x temperature x top-p) group, each run (resuming from
+    ``store``) in its own session; ``ks`` cut each cluster to K tools ranked by a named base run
+    (``k_rank``, :func:`.ksweep.ranking_rates`: the model's own by default, under ``--paper`` the authors'
+    Qwen3-235B cluster-7 ranking on cluster 7 only), no ``ks`` runs the whole benchmark. Groups come back
+    in run order; ``on_note`` hears where the ranking came from."""
+    sweep = settings.sweep(temperatures=temperatures, top_ps=top_ps)
+    benches = [bench]
+    if ks:
+        from . import ksweep
+
+        rank = k_rank or ("paper" if settings.backbone is not None else "own")
+        rates = None
+        if k_order != "random":
+            if rank == "paper":
+                bench = subset(bench, clusters=ksweep.paper_clusters(bench))
+            rates, source = ksweep.ranking_rates(
+                rank, bench=bench, own=lambda: base_rates(store, model, bench, settings),
+                other=lambda spec: base_rates(store, spec, bench, settings, same_backbone=False))
+            if on_note is not None:
+                on_note(f"K tools ranked by {source}")
+        benches = k_subsets(bench, list(ks), k_order, rates=rates, seed=settings.seed or 0,
+                            rank_tag=ksweep.rank_tag(rank))
+    groups: list[SweepGroup] = []
+    for b in benches:
+        for one in sweep:
+            label = f"{model.spec} {b.name} {one.presentation}/{condition} T={one.temperature:g}"
+            with progress(label, planned(b, one)) as on_record:
+                records, summary = in_session([model], partial(
+                    arun, model, b, one, store=store, condition=condition, concurrency=concurrency,
+                    on_record=on_record, order=order))
+            group = SweepGroup(b, one, label, records, summary)
+            groups.append(group)
+            if on_group is not None:
+                on_group(group)
+    return groups
 
 
 @dataclass
