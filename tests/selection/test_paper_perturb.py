@@ -57,6 +57,9 @@ def test_cut_names_keep_the_cut_api_part(bench) -> None:
     cut4 = shown.cluster("4").tools[0]
     assert cut2.name == "tude_longitude_to_address_for_" + standardize(mapping["Address From To Latitude Longitude"])
     assert cut4.name.startswith("t_ip_geolocation_for_")
+    # a longer shuffled name makes the kept cut pass 64 characters, as in the authors' (text-mode) prompts
+    shuffled = pp.paper_runs(bench, "shuffled_names", 1)[0][1].cluster("4").tools[0]
+    assert shuffled.name == "t_ip_geolocation_for_ip_geo_location_find_ip_location_and_details"
     # toolbias's own rename recomputes the cut from the full name instead
     own = perturb.rename(bench.cluster("2").tools[3], mapping["Address From To Latitude Longitude"])
     assert own.name != cut2.name
@@ -102,3 +105,21 @@ def test_paper_run_replays_the_files_and_keeps_its_own_condition_name(tmp_path) 
         first_tool = load_benchmark(f"biasbusters:{SHARED}").cluster("8").tools[r.order[0]]
         assert r.output["content"].split("Action: ")[1].split("\n")[0].endswith(
             "_for_" + standardize(mapping[perturb.tool_label(first_tool)]))
+
+
+@pytest.mark.parametrize(("condition", "pattern", "runs"), [
+    ("random_names", "tool_to_id_{r}.json", 3), ("shuffled_names", "tool_to_shuffled_tool_{r}.json", 3),
+    ("random_names_top", "tool_to_id_prom_{r}.json", 3), ("full_scramble", "tool_to_id_{r}.json", 3),
+    ("all_but_one", "tool_to_id_abo_1.json", 1)])
+def test_every_shipped_mapping_file_renders_cluster_8_as_the_authors(bench, condition, pattern, runs) -> None:
+    for run, shown in pp.paper_runs(bench, condition, runs):
+        mapping = json.loads((EXP / pattern.format(r=run + 1)).read_text())
+        text = prompt(shown, "8")
+        listed = json.loads(json.dumps(re.findall(r"'name': '([^']+)'", text)))
+        for orig, t in zip(bench.cluster("8").tools, shown.cluster("8").tools, strict=True):
+            new = mapping.get(perturb.tool_label(orig))
+            tool = standardize(new) if new else standardize(perturb.tool_label(orig))
+            assert t.name in listed and t.name.endswith(f"_for_{tool}")
+            assert t.name.split("_for_")[0] == orig.name.split("_for_")[0]          # the API part stays
+            assert f'This is the subfunction for tool "{tool}"' in text
+            assert re.search(rf"^\d\.{re.escape(tool)}:", text, re.M)               # the blurb label

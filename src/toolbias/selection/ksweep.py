@@ -113,11 +113,6 @@ def ranking_rates(source: str, *, own: Any = None, other: Any = None,
     raise ToolbiasError(f"unknown ranking '{source}'", fix=f"use {', '.join(RANK_SOURCES)}")
 
 
-def _k_of(key: GroupKey) -> tuple[int, str] | None:
-    m = _K_NAME.search(key.benchmark)
-    return (int(m.group(1)), m.group(2)) if m else None
-
-
 def k_sweep_rows(reports: Mapping[GroupKey, BiasReport] | Mapping[str, BiasReport]) -> list[dict[str, Any]]:
     """One row per K-subset report: K, order, raw and normalised (÷ (1 - 1/K)) δ, mean and ddof-1 std over runs."""
     rows = []

@@ -27,19 +27,42 @@ records' condition is ``<condition>[paper]``, so toolbias's own seeded variants 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import ToolbiasError
-from .perturb import _MARKS, _load_json, _load_mapping, _lookup, mark, rename, swap_descriptions, tool_label
+from .perturb import mark, rename, swap_descriptions, tool_label
 from .toolbench import NAME_LIMIT, api_of, standardize
 from .types import Benchmark, SelectionTool, validate_benchmark
 
 EXPERIMENTS = "experiments"
 PAPER_SUFFIX = "[paper]"
 DESC_CLUSTERS = ("6", "8", "9", "10")
+#: what each scramble marks (:mod:`.scramble`), as :mod:`.perturb`'s conditions mark them
+DESC_PARAMS, DESC, PARAMS = ("desc", "blurb", "params"), ("desc", "blurb"), ("params",)
+SPACED = ("desc", "blurb_spaced", "params")
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ToolbiasError(f"cannot read the authors' file: {exc}", where=str(path)) from None
+
+
+def _load_mapping(path: Path) -> dict[str, str]:
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise ToolbiasError("expected a JSON object mapping tool names to names", where=str(path))
+    return {str(k).strip(): str(v).strip() for k, v in data.items()}
+
+
+def _lookup(mapping: Mapping[str, str], t: SelectionTool) -> str | None:
+    return mapping.get(tool_label(t)) or mapping.get(t.name)
 
 
 @dataclass(frozen=True)
@@ -56,13 +79,13 @@ PLANS: dict[str, Plan] = {
     "random_names": Plan("names", "tool_to_id_{r}.json"),
     "shuffled_names": Plan("names", "tool_to_shuffled_tool_{r}.json"),
     "random_names_top": Plan("names", "tool_to_id_prom_{r}.json"),
-    "desc_param_scramble": Plan("scramble", marks=_MARKS["desc_param_scramble"]),
-    "desc_scramble": Plan("scramble", marks=_MARKS["desc_scramble"]),
-    "param_desc_scramble": Plan("scramble", marks=_MARKS["param_desc_scramble"]),
-    "targeted_desc_scramble": Plan("scramble_named", "desc_swap_1.json", DESC_CLUSTERS, _MARKS["desc_scramble"]),
+    "desc_param_scramble": Plan("scramble", marks=DESC_PARAMS),
+    "desc_scramble": Plan("scramble", marks=DESC),
+    "param_desc_scramble": Plan("scramble", marks=PARAMS),
+    "targeted_desc_scramble": Plan("scramble_named", "desc_swap_1.json", DESC_CLUSTERS, DESC),
     "desc_swap": Plan("desc_swap", "desc_swap_1.json", DESC_CLUSTERS),
-    "full_scramble": Plan("names_scramble", "tool_to_id_{r}.json", marks=_MARKS["full_scramble"]),
-    "all_but_one": Plan("all_but_one", "tool_to_id_abo_1.json", marks=_MARKS["all_but_one"]),
+    "full_scramble": Plan("names_scramble", "tool_to_id_{r}.json", marks=SPACED),
+    "all_but_one": Plan("all_but_one", "tool_to_id_abo_1.json", marks=SPACED),
 }
 
 
@@ -84,7 +107,9 @@ def experiments_dir(bench: Benchmark, given: str | Path | None = None) -> Path:
 
 def keep_cut(original: SelectionTool, renamed: SelectionTool) -> SelectionTool:
     """A renamed tool whose original function name was cut at 64 characters: the cut name with its
-    ``_for_<tool>`` part replaced (the authors renamed the rendered text), not a new cut."""
+    ``_for_<tool>`` part replaced (the authors renamed the rendered text), not a new cut. A long new tool
+    name makes it longer than 64 characters, as in the authors' prompts (their perturbation runs were text
+    mode; a function-calling server may refuse such a name)."""
     before, after = api_of(original), api_of(renamed)
     full = f"{standardize(before.api_name)}_for_{before.standard_tool_name}"
     if len(full) <= NAME_LIMIT or "toolbench" not in renamed.metadata:
@@ -114,7 +139,9 @@ def _map(bench: Benchmark, mapping: Mapping[str, str], marks: Sequence[str] = ()
             tools.append(mark(out, [*marks, "paper_spacing"]) if marks else out)
         clusters.append(c.with_tools(tools))
     out_bench = bench.with_clusters(clusters)
-    validate_benchmark(out_bench)
+    for c in out_bench.clusters:  # names may pass 64 characters, as the authors' kept cuts did (text mode)
+        if len(set(c.names)) != len(c.names):
+            validate_benchmark(out_bench)   # the clear error about duplicate names
     return out_bench
 
 
@@ -147,16 +174,16 @@ def paper_runs(bench: Benchmark, condition: str, runs: int, *, experiments: str 
                                      for c in bench.clusters])
         elif plan.kind in ("names", "names_scramble"):
             assert root is not None
-            b = _map(bench, _load_mapping(str(_file(root, plan.files, run))), plan.marks)
+            b = _map(bench, _load_mapping(_file(root, plan.files, run)), plan.marks)
         elif plan.kind == "all_but_one":
             assert root is not None
-            b = _map(bench, _load_mapping(str(_file(root, plan.files, run))), plan.marks, held_out=True)
+            b = _map(bench, _load_mapping(_file(root, plan.files, run)), plan.marks, held_out=True)
         elif plan.kind == "desc_swap":
             assert root is not None
-            b = swap_descriptions(bench, _load_mapping(str(_file(root, plan.files, run))))
+            b = swap_descriptions(bench, _load_mapping(_file(root, plan.files, run)))
         else:  # scramble_named: the keys of the file
             assert root is not None
-            wanted = set(_load_json(str(_file(root, plan.files, run))))
+            wanted = set(_load_json(_file(root, plan.files, run)))
             b = bench.with_clusters([c.with_tools([mark(t, [*plan.marks, "paper_spacing"])
                                                    if tool_label(t) in wanted else t for t in c.tools])
                                      for c in bench.clusters])
