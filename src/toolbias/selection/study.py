@@ -300,7 +300,8 @@ async def amitigate(chooser: ModelAPI, filter_model: ModelAPI, bench: Benchmark,
     fs = filter_settings or settings
     picker = SelectionRunner(chooser, benchmark_name=bench.name, presentation=settings.presentation,
                              config=settings.config(), tool_choice=settings.effective_tool_choice,
-                             prompt=resolve_prompt(settings.presentation, settings.prompt), benchmark=bench)
+                             prompt=resolve_prompt(settings.presentation, settings.prompt), benchmark=bench,
+                             backbone=settings.backbone_label)
     after_recs = await arun_mitigation(filter_model, bench, runs=fs.runs, seed=seed, config=fs.config(),
                                        concurrency=concurrency, store=store, on_empty=on_empty,
                                        filter_style=filter_style, chooser=picker, on_record=on_record)
