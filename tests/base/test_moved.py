@@ -18,10 +18,12 @@ def test_an_old_path_is_the_module_at_its_new_home(old: str) -> None:
 
 def test_names_from_old_paths_are_the_new_objects() -> None:
     from toolbias.runner import StudyConfig as old
+
     from toolbias.study import StudyConfig as new
 
     assert old is new
     from toolbias.registry import REGISTRY
+
     from toolbias.variants.named import REGISTRY as named
 
     assert REGISTRY is named

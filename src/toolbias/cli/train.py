@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..catalog import load_catalog
-from ..study.runner import StudyConfig, select_tasks
+from ..study.defaults import study_config
+from ..study.runner import select_tasks
 from ..study.splits import load_splits
 from ..training.traces import TraceOptions, sft_examples, training_variants
 from ..variants import build_codec, resolve_variants
@@ -48,8 +49,8 @@ def train_data(catalog: str, variants: str, sample: int | None, domains: str | N
     codecs = [build_codec(cat, s) for s in specs]
     chosen = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
     use_split = splits != "none"
-    cfg = StudyConfig(catalog=catalog, sample=sample, seed=seed, domains=chosen,
-                      split="train" if use_split else None, splits=splits)
+    cfg = study_config(catalog=catalog, variants=training_variants(variants), sample=sample, seed=seed,
+                       domains=chosen, split="train" if use_split else None, splits=splits)
     tasks = select_tasks(cat, cfg)
     if sample and len(tasks) < sample:
         click.echo(f"note: the training part of the splits holds {len(tasks)} tasks; all are used", err=True)
