@@ -91,7 +91,7 @@ class Backbone:
         unknown = set(given) - {f.name for f in fields(self)}
         if unknown:
             raise TypeError(f"unknown backbone settings: {sorted(unknown)}")
-        changes = {k: (tuple(v) if k == "stop" else v) for k, v in given.items() if v is not None}
+        changes: dict[str, Any] = {k: (tuple(v) if k == "stop" else v) for k, v in given.items() if v is not None}
         return replace(self, **changes)
 
     @property

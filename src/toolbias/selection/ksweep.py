@@ -90,17 +90,17 @@ def ranking_rates(source: str, *, own: Any = None, other: Any = None,
                                     fix=f"add --clusters {PAPER_CLUSTER}, or use --k-rank own")
         return rates, "the authors' Qwen3-235B cluster-7 ranking (7.1 > 7.4 > 7.2 > 7.3 > 7.5)"
     if source == "own":
-        rates = own() if own else None
-        if rates is None:
+        found = own() if own else None
+        if found is None:
             raise ToolbiasError("--k-rank own needs this model's base run (same settings, same store)",
                                 fix="run `select run` without --k first, or use --k-rank paper/model:SPEC/file:PATH")
-        return dict(rates), "this model's own base run"
+        return dict(found), "this model's own base run"
     if kind == "model" and arg:
-        rates = other(arg) if other else None
-        if rates is None:
+        theirs = other(arg) if other else None
+        if theirs is None:
             raise ToolbiasError(f"no stored base run of {arg} under these settings",
                                 fix="run it first into the same store, or use --k-rank file:PATH")
-        return dict(rates), f"the base run of {arg}"
+        return dict(theirs), f"the base run of {arg}"
     if kind == "file" and arg:
         try:
             data = json.loads(Path(arg).read_text(encoding="utf-8"))
