@@ -180,7 +180,7 @@ def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = 
     A variant is built from its stored ``steps`` (``[[op, params], ...]`` as the study ran it),
     else from the registry; one with neither is skipped with a note."""
     from ..catalog import load_catalog
-    from ..variants import build_codec, get_variant
+    from ..variants import build_codec, get_variant, registry
     from ..variants.codec import Codec
     from ..variants.spec import VariantSpec
 
@@ -193,17 +193,26 @@ def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = 
     if native == 0:
         return {}, notes
     out: dict[str, float] = {}
-    for name in variants:
-        try:
-            ran = (steps or {}).get(name)
-            spec = (VariantSpec(name, tuple({"op": op, **(params or {})} for op, params in ran))
-                    if ran is not None else get_variant(name))
-            codec = build_codec(catalog, spec)
-        except ToolbiasError:
-            notes.append(f"variant '{name}' is not in the registry: no function-count ratio")
-            continue
+    def ratio(spec: VariantSpec) -> float:
+        codec = build_codec(catalog, spec)
         weighted = query_weighted_ratio(codec, weights) if weights else None
-        out[name] = weighted if weighted is not None else codec.function_count() / native
+        return weighted if weighted is not None else codec.function_count() / native
+
+    for name in variants:
+        ran = (steps or {}).get(name)
+        candidates = [VariantSpec(name, tuple({"op": op, **(params or {})} for op, params in ran))] if ran else []
+        # a rule-built variant (a recipe) stores the steps its rule gave on the first domain; on a
+        # catalog of isolated domains (BFCL entries) the registry's spec rebuilds it per domain
+        if name in registry():
+            candidates.append(get_variant(name))
+        for spec in candidates:
+            try:
+                out[name] = ratio(spec)
+                break
+            except ToolbiasError:
+                continue
+        else:
+            notes.append(f"variant '{name}' cannot be rebuilt on this catalog: no function-count ratio")
     return out, notes
 
 
