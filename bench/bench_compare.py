@@ -131,8 +131,8 @@ def main() -> None:
     from statistics import median
 
     from toolbias.catalog import load_catalog
-    from toolbias.episode import DEFAULT_SYSTEM
-    from toolbias.runner import StudyConfig, build_study, run_study
+    from toolbias.study.episode import DEFAULT_SYSTEM
+    from toolbias.study.runner import StudyConfig, build_study, run_study
     from toolbias.variants import build_codec, registry
 
     catalog = load_catalog("builtin")

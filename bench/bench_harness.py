@@ -44,11 +44,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from tests.support.servers import Reply  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
-from toolbias.episode import DEFAULT_SYSTEM  # noqa: E402
 from toolbias.providers import make_provider  # noqa: E402
 from toolbias.providers.wrapper import ProviderWrapper  # noqa: E402
-from toolbias.runner import StudyConfig, build_study, run_study, worker_count  # noqa: E402
 from toolbias.store import Store  # noqa: E402
+from toolbias.study.episode import DEFAULT_SYSTEM  # noqa: E402
+from toolbias.study.runner import StudyConfig, build_study, run_study, worker_count  # noqa: E402
 from toolbias.variants import build_codec, registry, resolve_variants  # noqa: E402
 
 

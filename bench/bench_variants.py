@@ -22,7 +22,7 @@ from collections import defaultdict
 
 from toolbias import load_catalog
 from toolbias.variants import build_codec, resolve_variants
-from toolbias.verify import coverage_actions, verify_all, verify_codec
+from toolbias.variants.verify import coverage_actions, verify_all, verify_codec
 
 GOAL_S = 2.0
 

@@ -39,8 +39,8 @@ from tests.support.servers import FAULTS, FakeOpenAIServer  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.providers import make_provider  # noqa: E402
 from toolbias.providers.wrapper import ProviderWrapper, RetryPolicy  # noqa: E402
-from toolbias.runner import StudyConfig, build_study, run_study  # noqa: E402
 from toolbias.store import Store  # noqa: E402
+from toolbias.study.runner import StudyConfig, build_study, run_study  # noqa: E402
 from toolbias.variants import build_codec, resolve_variants  # noqa: E402
 
 

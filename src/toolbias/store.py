@@ -1,5 +1,5 @@
 """The results store: schema-bias studies and their episodes, in a toolbias results file
-(:mod:`toolbias.database`: one SQLite layer, versioned, shared with tool-selection records).
+(:mod:`toolbias.base.database`: one SQLite layer, versioned, shared with tool-selection records).
 
 Episode key (documented contract): SHA-256 over the canonical JSON of
 ``[model spec, provider settings hash, catalog fingerprint, variant name + steps hash,
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .canonical import canonical_json, sha256_of, sha256_text
-from .database import EPISODE_COLUMNS, Database, insert_sql
+from .base.canonical import canonical_json, sha256_of, sha256_text
+from .base.database import EPISODE_COLUMNS, Database, insert_sql
 from .errors import StoreError
 
 COLUMNS = EPISODE_COLUMNS
@@ -148,8 +148,8 @@ class StudyMeta:
 
 
 class Store(Database):
-    """A study's SQLite file (:class:`~toolbias.database.Database`): studies and their
-    episodes. Safe to reopen; writes are batched by the caller (:mod:`toolbias.engine`)."""
+    """A study's SQLite file (:class:`~toolbias.base.database.Database`): studies and their
+    episodes. Safe to reopen; writes are batched by the caller (:mod:`toolbias.base.engine`)."""
 
     # -- studies --------------------------------------------------------------
     def begin_study(self, name: str, config: Mapping[str, Any]) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.paths import SHARED_DATA
 from toolbias import CatalogError, load_catalog, validate_action
-from toolbias.catalog.bfcl import convert_schema, load_bfcl, tool_name
 from toolbias.catalog.validation import check_schema
+from toolbias.integrations.bfcl import convert_schema, load_bfcl, tool_name
 
 BFCL = SHARED_DATA / "bfcl"
 needs_bfcl = pytest.mark.skipif(not any(BFCL.glob("BFCL_v4_*.json")) if BFCL.is_dir() else True,

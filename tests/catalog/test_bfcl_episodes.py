@@ -16,12 +16,12 @@ from toolbias.catalog import load_catalog
 from toolbias.catalog.model import Catalog, NativeAction, Task
 from toolbias.catalog.validation import validate_action, value_error
 from toolbias.cli import cli
-from toolbias.codec import Codec
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store
-from toolbias.success import MatchRule
+from toolbias.study.runner import StudyConfig, build_study, run_study
+from toolbias.study.success import MatchRule
 from toolbias.variants import build_codec, get_variant
+from toolbias.variants.codec import Codec
 
 BFCL = SHARED_DATA / "bfcl"
 pytestmark = needs_shared("bfcl", "possible_answer")
@@ -152,7 +152,7 @@ def test_verify_every_variant_passes_on_each_category(category: str, tmp_path: P
 
 
 def test_categories_choose_and_stratify_entries(catalog: Catalog) -> None:
-    from toolbias.runner import select_tasks
+    from toolbias.study.runner import select_tasks
 
     parallel = select_tasks(catalog, StudyConfig(catalog=f"bfcl:{BFCL}", domains=("parallel",)))
     assert parallel and all(t.meta["category"] == "parallel" for t in parallel)

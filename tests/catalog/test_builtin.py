@@ -17,7 +17,7 @@ from tests.support.paths import ROOT
 from toolbias.catalog import NativeAction, load_catalog, validate_action
 from toolbias.catalog.builtin import load_domain_files
 from toolbias.catalog.model import Catalog
-from toolbias.env import Environment
+from toolbias.study.env import Environment
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 

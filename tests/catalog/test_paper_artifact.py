@@ -12,8 +12,8 @@ import pytest
 from tests.support.paths import needs_shared, shared_path
 from toolbias import VariantError, build_codec, load_catalog
 from toolbias.catalog.phrasing import with_phrasing
-from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store
+from toolbias.study.runner import StudyConfig, build_study, run_study
 from toolbias.variants import resolve_variants
 
 pytestmark = needs_shared("toolschemaspace", "tools.json")

@@ -13,7 +13,7 @@ import pytest
 from toolbias.catalog import load_catalog
 from toolbias.catalog.refs import inline_refs
 from toolbias.errors import CatalogError
-from toolbias.verify import verify_all
+from toolbias.variants.verify import verify_all
 
 NULL = {"type": "null"}
 

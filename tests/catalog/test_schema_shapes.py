@@ -15,7 +15,7 @@ from toolbias.catalog.model import Catalog, Domain, Tool
 from toolbias.catalog.validation import validate_catalog, value_error
 from toolbias.operators import OPERATORS
 from toolbias.variants import VariantSpec, registry
-from toolbias.verify import coverage_actions, sample_values, verify_variant
+from toolbias.variants.verify import coverage_actions, sample_values, verify_variant
 
 WORDS = ["alpha", "beta", "gamma", "delta", "north", "south", "red", "blue", "low", "high", "on", "off"]
 words = st.sampled_from(WORDS)

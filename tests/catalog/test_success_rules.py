@@ -1,4 +1,4 @@
-"""The success rule (toolbias.success): exact by default, normalised and bfcl as stored options,
+"""The success rule (toolbias.study.success): exact by default, normalised and bfcl as stored options,
 and BFCL's answer sets (any listed value, omission where "" is listed, calls in any order)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from toolbias.catalog.model import NativeAction
-from toolbias.scoring import score_record
-from toolbias.success import MatchRule, answer_accepted, condition_label, succeeded
+from toolbias.study.scoring import score_record
+from toolbias.study.success import MatchRule, answer_accepted, condition_label, succeeded
 
 
 def act(tool: str, **args: Any) -> NativeAction:

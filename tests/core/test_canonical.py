@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbias.canonical import canonical_json, same_json, sha256_of, sha256_text
+from toolbias.base.canonical import canonical_json, same_json, sha256_of, sha256_text
 from toolbias.store import episode_keys, stable_hash
 
 # JSON values; floats without NaN (never equal to itself) and without -0.0 (equal to 0.0 but

@@ -8,10 +8,10 @@ from typing import Any
 
 from tests.support.catalogs import mini_catalog
 from toolbias.catalog.model import Tool
-from toolbias.codec import Codec, Outcome, validation_key
 from toolbias.operators import Call, Forward, Layer
 from toolbias.operators.base import RejectionKind, outer_tool
 from toolbias.operators.strip import StripDescriptions
+from toolbias.variants.codec import Codec, Outcome, validation_key
 
 
 def _loosen(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from toolbias.cli import cli, main
-from toolbias.codec import Control
-from toolbias.defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, parse_shard, study_config
-from toolbias.episode import Condition
 from toolbias.errors import CatalogError, ToolbiasError
 from toolbias.store import Store
+from toolbias.study.defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, parse_shard, study_config
+from toolbias.study.episode import Condition
+from toolbias.variants.codec import Control
 
 
 def test_the_embedded_model_with_no_task_option_gets_the_default_job() -> None:
@@ -112,6 +112,6 @@ def test_bad_calls_are_refused_clearly() -> None:
     result = CliRunner().invoke(cli, ["run", "--model", "oracle", "--calls", "one"])
     assert isinstance(result.exception, ToolbiasError) and "bad --calls 'one'" in str(result.exception)
     with pytest.raises(ToolbiasError, match="no task of catalog 'builtin' has 9 gold call"):
-        from toolbias.runner import build_study
+        from toolbias.study.runner import build_study
 
         build_study(study_config(model="oracle", calls=(9,)))

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from toolbias import engine, forked
-from toolbias.database import Database, insert_sql
-from toolbias.engine import JobKind, Row, Writer, play, run_jobs
+from toolbias.base import engine, forked
+from toolbias.base.database import Database, insert_sql
+from toolbias.base.engine import JobKind, Row, Writer, play, run_jobs
 
 INSERT = insert_sql("echo", ("key", "value", "pid"))
 

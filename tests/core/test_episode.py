@@ -7,10 +7,10 @@ import json
 
 from tests.support.catalogs import mini_catalog
 from toolbias import Control, VariantSpec, build_codec
-from toolbias.episode import Condition, EpisodeConfig, Termination, run_episode
 from toolbias.providers.oracle import OracleProvider
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.scoring import FailureMode, score_record
+from toolbias.study.episode import Condition, EpisodeConfig, Termination, run_episode
+from toolbias.study.scoring import FailureMode, score_record
 
 CAT = mini_catalog()
 NATIVE = build_codec(CAT, VariantSpec("native"))
@@ -115,9 +115,9 @@ def test_lenient_executes_lower_level_form_and_records_it():
 
 def test_decoded_actions_are_executed_without_validating_them_again(monkeypatch):
     """The session's level-0 check validated them; the environment validates untrusted callers only."""
-    import toolbias.env as env_module
+    import toolbias.study.env as env_module
     from toolbias.catalog.model import NativeAction
-    from toolbias.env import Environment
+    from toolbias.study.env import Environment
 
     checked = []
     validate = env_module.validate_action
@@ -142,7 +142,7 @@ def test_each_tool_result_is_stored_once_as_the_message():
 def test_a_result_keeps_the_state_of_its_moment():
     """Results are snapshots: a later action on the same object does not change an earlier message."""
     from toolbias.catalog.model import NativeAction
-    from toolbias.env import Environment
+    from toolbias.study.env import Environment
 
     env = Environment(CAT, "home")
     first = env.execute(NativeAction("home", "set_light", {"room": "kitchen", "state": "on"}), trusted=True)

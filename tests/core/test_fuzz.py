@@ -27,13 +27,13 @@ from tests.support.paths import SHARED_DATA
 from toolbias.catalog import Catalog, load_catalog
 from toolbias.catalog.model import NativeAction, Task
 from toolbias.catalog.validation import validate_action
-from toolbias.codec import MAX_ARGUMENT_DEPTH, Codec, Decoded, Outcome
-from toolbias.episode import EpisodeConfig, run_episode
 from toolbias.operators.base import Call
 from toolbias.providers.base import ToolCall
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.store import EpisodeRow, record_json
+from toolbias.study.episode import EpisodeConfig, run_episode
 from toolbias.variants import build_codec, registry
+from toolbias.variants.codec import MAX_ARGUMENT_DEPTH, Codec, Decoded, Outcome
 
 SHARED_TSS = SHARED_DATA / "toolschemaspace"
 
@@ -443,8 +443,8 @@ def test_deep_arguments_are_a_parse_error_not_a_crash(wild_catalog: Catalog) -> 
 def test_lone_surrogates_are_stored_and_exported(tmp_path: Path, task_catalog: Catalog) -> None:
     """A broken escape (``"\\ud83d"``) in model output must not stop the store (SQLite and UTF-8
     files refuse lone surrogates): the record is kept, with the same value read back."""
-    from toolbias.runner import StudyConfig, build_study, run_study
     from toolbias.store import Store, export
+    from toolbias.study.runner import StudyConfig, build_study, run_study
 
     task = sorted(task_catalog.tasks, key=lambda t: t.id)[0]
     provider = ScriptedProvider(script={"default": [
@@ -478,7 +478,7 @@ EPISODES_PER_EXAMPLE = 6
 
 
 def _episodes(catalog: Catalog, tasks: list[Task], examples: int) -> int:
-    from toolbias.runner import Study, StudyConfig, row_for
+    from toolbias.study.runner import Study, StudyConfig, row_for
 
     played = [0]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from toolbias.base.jsonfile import read_json, read_jsonl
 from toolbias.errors import ProviderError, VariantError
-from toolbias.jsonfile import read_json, read_jsonl
 
 
 def test_values_read_back(tmp_path: Path) -> None:

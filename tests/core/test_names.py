@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolbias.names import ALL_DOMAINS, MAX_NAME, NameAllocator, fit_name, is_tool_name, name_token
+from toolbias.base.names import ALL_DOMAINS, MAX_NAME, NameAllocator, fit_name, is_tool_name, name_token
 
 
 def test_the_pattern_is_openais_function_name_rule() -> None:

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
+from toolbias.base.plugins import Plugin, Registry
 from toolbias.catalog.loaders import CATALOG_KINDS
 from toolbias.catalog.model import EFFECT_KINDS
-from toolbias.env import EFFECTS
 from toolbias.errors import CatalogError, MissingExtraError, ProviderError, ToolbiasError
 from toolbias.operators import OPERATORS, Layer
-from toolbias.plugins import Plugin, Registry
 from toolbias.providers import PROVIDERS, make_provider
-from toolbias.registry import REGISTRY, VARIANT_FAMILIES
+from toolbias.study.env import EFFECTS
+from toolbias.variants.named import REGISTRY, VARIANT_FAMILIES
 
 
 def test_an_unknown_name_raises_the_registry_error_listing_the_known_ones() -> None:
@@ -95,7 +95,7 @@ def test_the_engine_runs_exactly_the_effect_kinds_the_catalog_format_allows() ->
 
 def test_optional_back_ends_are_not_imported_until_used() -> None:
     code = ("import sys, toolbias; toolbias.load_catalog('builtin'); toolbias.make_provider('oracle'); "
-            "print(sorted(m for m in ('toolbias.catalog.bfcl', 'toolbias.providers.local', "
+            "print(sorted(m for m in ('toolbias.integrations.bfcl', 'toolbias.providers.local', "
             "'toolbias.providers.openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from toolbias.catalog import load_catalog, validate_action
 from toolbias.cli import cli
-from toolbias.probes import compliance_cells, make_probes, probe_outcome, probe_study, run_probes
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, run_study
 from toolbias.store import Store
+from toolbias.study.probes import compliance_cells, make_probes, probe_outcome, probe_study, run_probes
+from toolbias.study.runner import StudyConfig, run_study
 
 TOOLS = [
     ("cabin", "set_window", "Open, close or vent a window.",

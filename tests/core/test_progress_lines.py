@@ -12,7 +12,7 @@ from rich.console import Console
 
 from toolbias.cli import cli
 from toolbias.cli.display import ProgressLines
-from toolbias.runner import Progress
+from toolbias.study.runner import Progress
 
 
 def _lines(console: Console) -> list[str]:

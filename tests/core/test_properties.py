@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tests.support.catalogs import mini_catalog
 from toolbias import Call, Catalog, VariantError, VariantSpec, build_codec, validate_action, validate_catalog
 from toolbias.catalog.model import Domain, NativeAction, Tool
-from toolbias.codec import Codec, Outcome
 from toolbias.operators import OPERATORS
+from toolbias.variants.codec import Codec, Outcome
 
 #: extra methods per operator (kept only if the installed operator builds them)
 METHODS: dict[str, list[dict[str, Any]]] = {

@@ -39,13 +39,13 @@ from tests.support.reliability import (
     startup_time,
 )
 from tests.support.servers import FAULTS, FakeOpenAIServer, Reply
-from toolbias import forked
+from toolbias.base import forked
 from toolbias.catalog import Catalog, load_catalog
 from toolbias.errors import StoreError
 from toolbias.providers import make_provider
 from toolbias.providers.wrapper import ProviderWrapper, RetryPolicy
-from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store
+from toolbias.study.runner import StudyConfig, build_study, run_study
 from toolbias.variants import build_codec, resolve_variants
 
 # --------------------------------------------------------------------------- SIGKILL and resume

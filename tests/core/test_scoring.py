@@ -15,12 +15,12 @@ import pytest
 
 from tests.support.layers import NamespaceByClass
 from toolbias.catalog.model import NativeAction
-from toolbias.codec import Codec
-from toolbias.episode import EpisodeRecord
 from toolbias.operators import OPERATORS
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, build_study, run_study
-from toolbias.scoring import (
+from toolbias.store import Store
+from toolbias.study.episode import EpisodeRecord
+from toolbias.study.runner import StudyConfig, build_study, run_study
+from toolbias.study.scoring import (
     FAILURE_ORDER,
     FAILURE_RULES,
     FailureMode,
@@ -31,7 +31,7 @@ from toolbias.scoring import (
     normalise_value,
     score_record,
 )
-from toolbias.store import Store
+from toolbias.variants.codec import Codec
 
 # -- a small executable catalog (toolschemaspace format) ------------------------
 

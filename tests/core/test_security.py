@@ -33,10 +33,10 @@ import pytest
 from tests.support.servers import FakeOpenAIServer, Reply
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction, Task
-from toolbias.episode import EpisodeConfig, run_episode
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store, export
+from toolbias.study.episode import EpisodeConfig, run_episode
+from toolbias.study.runner import StudyConfig, build_study, run_study
 from toolbias.variants import build_codec, registry, resolve_variants
 
 TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))

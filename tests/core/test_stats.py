@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolbias.stats import (
+from toolbias.study.stats import (
     bootstrap_ci,
     bootstrap_means,
     cell_stats,

@@ -11,8 +11,8 @@ import pytest
 from tests.support.catalogs import mini_catalog
 from toolbias.errors import StoreError
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, build_study, run_study, sample_tasks
 from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores, stable_hash
+from toolbias.study.runner import StudyConfig, build_study, run_study, sample_tasks
 
 CAT = mini_catalog()
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from toolbias.base.database import SCHEMA_VERSION
 from toolbias.cli import cli
-from toolbias.database import SCHEMA_VERSION
 from toolbias.errors import StoreError
-from toolbias.runner import StudyConfig, run_study
 from toolbias.selection import SelectionStore
 from toolbias.store import Store
+from toolbias.study.runner import StudyConfig, run_study
 
 DATA = Path(__file__).parent / "data"
 EXPECTED = json.loads((DATA / "release_store.json").read_text())

@@ -13,11 +13,11 @@ from tests.support.catalogs import mini_catalog
 from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import Call, VariantSpec, build_codec, load_catalog
 from toolbias.catalog.model import NativeAction, Tool
-from toolbias.codec import Codec
 from toolbias.operators import OPERATORS, Forward, Layer, Reject, RejectionKind
 from toolbias.operators.base import Step
 from toolbias.variants import registry
-from toolbias.verify import (
+from toolbias.variants.codec import Codec
+from toolbias.variants.verify import (
     coverage_actions,
     sample_values,
     schema_cuts,
@@ -185,7 +185,7 @@ def test_rejection_part_way_carries_no_actions() -> None:
     first action (a rejection executes nothing), and verification still fails the layer."""
     r = verify_codec(_broken("twice"), probes=6)
     assert not r.ok and any("rejected" in e for e in r.examples)
-    from toolbias.verify import _closure_problem
+    from toolbias.variants.verify import _closure_problem
 
     c = _broken("twice")
     d = c.session("home").decode(Call("set_fan", {"room": "office", "speed": "low"}))
@@ -293,7 +293,7 @@ SPECS = TSS / "specs"
 
 @needs_tss
 def test_artifact_specs_import_and_verify() -> None:
-    from toolbias.artifact import import_dir
+    from toolbias.variants.artifact import import_dir
 
     cat = load_catalog(f"toolschemaspace:{TSS}")
     imported = import_dir(SPECS, cat)
@@ -317,7 +317,7 @@ def test_artifact_specs_import_and_verify() -> None:
 
 @needs_tss
 def test_artifact_imports_match_the_paper_surface() -> None:
-    from toolbias.artifact import load_spec_file
+    from toolbias.variants.artifact import load_spec_file
 
     cat = load_catalog(f"toolschemaspace:{TSS}")
     merged = build_codec(cat, load_spec_file(SPECS / "merge_full_flat.json", cat))
@@ -333,7 +333,7 @@ def test_artifact_imports_match_the_paper_surface() -> None:
 @needs_tss
 def test_artifact_unsupported_and_assignment_files_are_refused(tmp_path: Path) -> None:
     from toolbias import VariantError
-    from toolbias.artifact import load_spec_file
+    from toolbias.variants.artifact import load_spec_file
 
     cat = load_catalog(f"toolschemaspace:{TSS}")
     ops = json.loads((SPECS / "curry.json").read_text())["ops"]
@@ -359,7 +359,7 @@ def test_cli_shape_and_verify_accept_artifact_specs(capsys: pytest.CaptureFixtur
 
 
 def test_toolbias_spec_is_not_taken_for_an_artifact_spec() -> None:
-    from toolbias.artifact import is_artifact_spec
+    from toolbias.variants.artifact import is_artifact_spec
 
     assert not is_artifact_spec({"name": "x", "steps": [{"op": "merge"}]})
     assert not is_artifact_spec({"ops": [{"op": "merge"}]})

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from toolbias import wirejson
+from toolbias.base import wirejson
 
 SAMPLES = [
     {"model": "m", "messages": [{"role": "user", "content": "héllo ✓ \u2028"}], "tools": [], "n": 1},

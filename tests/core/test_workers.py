@@ -22,14 +22,21 @@ from typing import Any
 import pytest
 
 from tests.support.reliability import GATED_RUN
-from toolbias import forked
+from toolbias.base import forked
+from toolbias.base.forked import WorkerError, available_cpus
 from toolbias.catalog import load_catalog
-from toolbias.forked import WorkerError, available_cpus
 from toolbias.providers.base import ModelAPI, ModelOutput
 from toolbias.providers.oracle import OracleProvider
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import MIN_FORKED_EPISODES, Progress, StudyConfig, build_study, run_study, worker_count
 from toolbias.store import Store
+from toolbias.study.runner import (
+    MIN_FORKED_EPISODES,
+    Progress,
+    StudyConfig,
+    build_study,
+    run_study,
+    worker_count,
+)
 
 pytestmark = pytest.mark.skipif(not forked.fork_available(), reason="worker processes need fork")
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from toolbias.catalog import load_catalog
-from toolbias.catalog.bfcl_multi import load_bfcl_multi, parse_call
 from toolbias.catalog.model import Catalog, Task
-from toolbias.codec import Codec
 from toolbias.errors import CatalogError
+from toolbias.integrations.bfcl_multi import load_bfcl_multi, parse_call
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.runner import StudyConfig, build_study, run_study
-from toolbias.scoring import explain_failure
 from toolbias.store import Store
+from toolbias.study.runner import StudyConfig, build_study, run_study
+from toolbias.study.scoring import explain_failure
+from toolbias.variants.codec import Codec
 
 needs_bfcl_eval = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
                                      reason="bfcl-eval is not installed (pip install --no-deps bfcl-eval mpmath)")

@@ -21,11 +21,11 @@ if importlib.util.find_spec("tau2") is None:
 
 from pydantic import BaseModel  # noqa: E402
 
+from toolbias.base.forked import available_cpus, fork_available  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
-from toolbias.forked import available_cpus, fork_available  # noqa: E402
 from toolbias.integrations.tau2 import _domain_module, environment_factory  # noqa: E402
-from toolbias.runner import StudyConfig, build_study, run_study_async, worker_count  # noqa: E402
 from toolbias.store import Store  # noqa: E402
+from toolbias.study.runner import StudyConfig, build_study, run_study_async, worker_count  # noqa: E402
 
 #: the paper's six tau2 schemas (Table 9)
 PAPER_SIX = "native,fully_merged,nested_args,transaction,reference_resolution,schema_discovery"
@@ -115,16 +115,14 @@ def test_a_wrong_call_fails_by_tau2s_reward(tmp_path: object) -> None:
     catalog = load_catalog("tau2:airline")
     task = next(t for t in catalog.tasks if t.meta.get("oracle_answer"))
     from toolbias.catalog.model import Task
-    from toolbias.codec import Codec
-    from toolbias.episode import EpisodeConfig, run_episode
-    from toolbias.integrations.tau2 import episode_parts
     from toolbias.providers.oracle import OracleProvider
-    from toolbias.scoring import score_record
+    from toolbias.study.episode import EpisodeConfig, run_episode
+    from toolbias.study.scoring import score_record
+    from toolbias.variants.codec import Codec
 
     mute = Task(task.id, task.domain, task.query, task.gold, meta={k: v for k, v in task.meta.items()
                                                                    if k != "oracle_answer"})
-    rec = asyncio.run(run_episode(mute, Codec(catalog, []), OracleProvider(), EpisodeConfig(),
-                                  **episode_parts(catalog, mute, None)))
+    rec = asyncio.run(run_episode(mute, Codec(catalog, []), OracleProvider(), EpisodeConfig()))
     assert rec.executed == list(task.gold)  # every gold action ran ...
     assert rec.evaluation is not None and rec.evaluation["reward"] == 0.0  # ... but tau2 says no
     assert score_record(rec)[0] is False

@@ -54,12 +54,12 @@ from tests.support.paths import ROOT  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.catalog.model import Task  # noqa: E402
-from toolbias.codec import Codec  # noqa: E402
 from toolbias.integrations.tau2 import import_tau2  # noqa: E402
 from toolbias.integrations.tau2_results import import_tau2_results  # noqa: E402
 from toolbias.proxy import LIVE_KIND, ProxyConfig, ProxyServer  # noqa: E402
 from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
 from toolbias.store import Store  # noqa: E402
+from toolbias.variants.codec import Codec  # noqa: E402
 
 
 def readme_commands() -> tuple[list[str], list[str]]:

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from tests.support.paths import SHARED_DATA
 from toolbias import Call, NativeAction, VariantError, VariantSpec, build_codec, load_catalog
 from toolbias.catalog.model import Catalog, Domain, Tool
-from toolbias.codec import Codec, Control, Outcome, _closed, check_arguments
 from toolbias.operators import OPERATORS
 from toolbias.operators import _grouping as grouping
 from toolbias.operators.base import ALL_DOMAINS, RejectionKind
-from toolbias.registry.merge import VARIANTS
-from toolbias.verify import coverage_actions
+from toolbias.variants.codec import Codec, Control, Outcome, _closed, check_arguments
+from toolbias.variants.named.merge import VARIANTS
+from toolbias.variants.verify import coverage_actions
 
 SHARED = SHARED_DATA / "toolschemaspace"
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

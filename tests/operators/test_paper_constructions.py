@@ -14,9 +14,9 @@ from tests.support.paths import shared_path
 from toolbias import Call, Outcome, RejectionKind, VariantError, build_codec
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import Catalog, NativeAction
-from toolbias.codec import Codec
 from toolbias.operators.base import FlagKind
 from toolbias.variants import VariantSpec, get_variant
+from toolbias.variants.codec import Codec
 
 CAT = mini_catalog()
 
@@ -177,7 +177,7 @@ def test_composed_recipe_on_a_small_catalog() -> None:
 
 
 def test_composed_recipe_is_the_artifacts_mixed_spec() -> None:
-    from toolbias.recipes import composed_ops
+    from toolbias.variants.recipes import composed_ops
 
     root = shared_path("toolschemaspace")
     cat = load_catalog(f"toolschemaspace:{root}")

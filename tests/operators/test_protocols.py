@@ -6,8 +6,8 @@ import pytest
 
 from tests.support.catalogs import mini_catalog
 from toolbias import Call, FlagKind, NativeAction, VariantError, VariantSpec, build_codec
-from toolbias.codec import Codec, Decoded, Outcome
 from toolbias.operators import OPERATORS
+from toolbias.variants.codec import Codec, Decoded, Outcome
 
 PROTOCOLS = ("transaction", "reference", "discovery")
 

@@ -29,9 +29,9 @@ from toolbias import (
     validate_action,
     validate_catalog,
 )
+from toolbias.base.names import TOOL_NAME_RE
 from toolbias.catalog.validation import value_error
-from toolbias.codec import Outcome
-from toolbias.names import TOOL_NAME_RE
+from toolbias.variants.codec import Outcome
 
 SHARED = SHARED_DATA
 TSS = SHARED / "toolschemaspace"
@@ -501,7 +501,7 @@ def test_opaque_parameters_rename_every_alternative_of_a_union_alike() -> None:
     """Opaque parameter names over a union-encoded merge: a key gets one new name in the
     dispatcher and in every alternative, and every action round-trips (found by hypothesis)."""
     from tests.support.catalogs import mini_catalog
-    from toolbias.verify import verify_codec
+    from toolbias.variants.verify import verify_codec
 
     catalog = mini_catalog()
     codec = build_codec(catalog, spec({"op": "merge", "encoding": "union"}, {"op": "rename", "method": "opaque"}))

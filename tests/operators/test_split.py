@@ -29,10 +29,10 @@ from toolbias import (
     validate_action,
     validate_catalog,
 )
+from toolbias.base.names import TOOL_NAME_RE
 from toolbias.catalog.validation import value_error
-from toolbias.codec import Outcome
-from toolbias.names import TOOL_NAME_RE
 from toolbias.operators.split import ENUM_INSTRUCTION, INTERVAL_INSTRUCTION, Split
+from toolbias.variants.codec import Outcome
 
 SHARED = SHARED_DATA
 TSS = SHARED / "toolschemaspace"
@@ -491,7 +491,7 @@ def test_split_of_a_union_dispatcher_keeps_the_matching_alternative() -> None:
     each split tool keeps only its own alternative, without the folded argument, and every
     action still round-trips (found by the composition property test)."""
     from tests.support.catalogs import mini_catalog
-    from toolbias.verify import verify_codec
+    from toolbias.variants.verify import verify_codec
 
     catalog = mini_catalog()
     codec = build_codec(catalog, VariantSpec("union_split", ({"op": "merge", "encoding": "union"}, {"op": "split"})))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolbias.report.finding import headline, study_finding
-from toolbias.stats import variant_differences
+from toolbias.study.stats import variant_differences
 
 
 def rows(variant: str, successes: list[bool]) -> list[dict[str, Any]]:

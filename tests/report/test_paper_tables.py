@@ -11,7 +11,7 @@ import pytest
 from toolbias.report import build_report
 from toolbias.report.html import render_html
 from toolbias.report.paper_tables import paper_tables
-from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.study.runner import StudyConfig, build_study, run_study
 
 TASKS = [f"t{i}" for i in range(20)]
 

@@ -21,14 +21,14 @@ from tests.support.layers import NamespaceByClass
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction
 from toolbias.cli import cli
-from toolbias.codec import Codec, Control
 from toolbias.operators import OPERATORS
-from toolbias.probes import run_probes
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report import ReportSettings, build_report
 from toolbias.report.html import render_html
-from toolbias.runner import StudyConfig, build_study, run_study
+from toolbias.study.probes import run_probes
+from toolbias.study.runner import StudyConfig, build_study, run_study
 from toolbias.variants import VariantSpec, build_codec
+from toolbias.variants.codec import Codec, Control
 
 PAYLOAD = "<script>alert(1)</script><img src=x onerror=\"document.title='pwned'\">"
 FAST = ReportSettings(n_resamples=500, repeats=10)

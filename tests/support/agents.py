@@ -14,8 +14,8 @@ import httpx
 
 from tests.support.servers import FakeOpenAIServer, Reply
 from toolbias.catalog.model import Catalog, NativeAction
-from toolbias.codec import Codec
 from toolbias.proxy import ProxyConfig, ProxyServer
+from toolbias.variants.codec import Codec
 
 MODEL = "fake-model"
 

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from toolbias import forked
+from toolbias.base import forked
 from toolbias.cli import main
 from toolbias.providers import oracle
 

@@ -23,8 +23,8 @@ from typing import Any
 from tests.support.servers import Reply
 from toolbias.catalog import Catalog
 from toolbias.catalog.model import Task
-from toolbias.codec import Codec
 from toolbias.store import Store
+from toolbias.variants.codec import Codec
 
 TOOLBIAS = shutil.which("toolbias") or str(Path(sys.executable).with_name("toolbias"))
 #: ``python GATED_RUN KEEP run ...``: the CLI with an oracle whose workers wait after KEEP episodes

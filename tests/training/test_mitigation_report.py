@@ -10,14 +10,14 @@ from click.testing import CliRunner
 
 from toolbias.catalog import load_catalog
 from toolbias.cli import cli
-from toolbias.episode import DEFAULT_SYSTEM, Condition, EpisodeConfig, system_message
-from toolbias.instructions import GENERATED, variant_instructions
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report.mitigation import MARK_SE, TrainedRun, mitigation_table_from_store
-from toolbias.runner import StudyConfig, build_study, run_study
-from toolbias.splits import BUILTIN
 from toolbias.store import Store
+from toolbias.study.episode import DEFAULT_SYSTEM, Condition, EpisodeConfig, system_message
+from toolbias.study.runner import StudyConfig, build_study, run_study
+from toolbias.study.splits import BUILTIN
 from toolbias.variants import VariantSpec, build_codec, registry
+from toolbias.variants.instructions import GENERATED, variant_instructions
 
 BUILTIN_CAT = load_catalog("builtin")
 

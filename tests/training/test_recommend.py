@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from tests.support.catalogs import mini_catalog
 from toolbias.providers.scripted import ScriptedProvider
-from toolbias.recommend import rank_variants
-from toolbias.runner import StudyConfig, build_study, run_study
 from toolbias.store import Store
+from toolbias.study.recommend import rank_variants
+from toolbias.study.runner import StudyConfig, build_study, run_study
 
 CAT = mini_catalog()
 
@@ -50,7 +50,7 @@ def skilled(task, codec, messages, turn):
 
 
 def test_successive_halving_spends_the_sample_on_the_finalists(tmp_path):
-    from toolbias.recommend import halving_schedule, successive_halving
+    from toolbias.study.recommend import halving_schedule, successive_halving
 
     assert halving_schedule(12, 36) == [(12, 5), (6, 9), (3, 18), (2, 36)]
     assert halving_schedule(2, 36) == [(2, 36)]
@@ -76,8 +76,8 @@ def test_successive_halving_spends_the_sample_on_the_finalists(tmp_path):
 def test_halving_under_another_match_rule_is_a_session_of_its_own(tmp_path):
     """Stored success depends on the match rule: a re-run under another rule plays its own episodes
     (it neither reuses the first rule's verdicts nor collides with its study names)."""
-    from toolbias.recommend import successive_halving
-    from toolbias.success import MatchRule
+    from toolbias.study.recommend import successive_halving
+    from toolbias.study.success import MatchRule
 
     cfg = StudyConfig(model="skilled", variants="native,strip_descriptions", sample=8, concurrency=2)
     with Store(tmp_path / "h.db") as st:

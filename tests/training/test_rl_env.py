@@ -8,9 +8,9 @@ import pytest
 
 from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
-from toolbias.codec import Control
 from toolbias.training import EnvOptions, Reward, ToolEnv, sft_examples
 from toolbias.training.rl_env import UNEXPLAINED
+from toolbias.variants.codec import Control
 
 CAT = mini_catalog()
 NATIVE = build_codec(CAT, VariantSpec("native"))

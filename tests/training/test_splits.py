@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from toolbias.catalog import load_catalog
 from toolbias.cli import cli
-from toolbias.runner import StudyConfig, select_tasks
-from toolbias.splits import BUILTIN, TABLE4, SplitError, Splits, default_splits, load_splits
+from toolbias.study.runner import StudyConfig, select_tasks
+from toolbias.study.splits import BUILTIN, TABLE4, SplitError, Splits, default_splits, load_splits
 
 BUILTIN_CAT = load_catalog("builtin")
 

@@ -10,8 +10,8 @@ import pytest
 from tests.support.catalogs import mini_catalog
 from toolbias import VariantSpec, build_codec
 from toolbias.catalog import load_catalog
-from toolbias.episode import EpisodeConfig, run_episode
 from toolbias.providers.oracle import OracleProvider
+from toolbias.study.episode import EpisodeConfig, run_episode
 from toolbias.training import PAPER_MIXTURE, TraceOptions, sft_examples, unseen_uses
 from toolbias.variants import registry
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..canonical import canonical_json
+from ..base.canonical import canonical_json
 from .model import NativeAction, Tool
 from .validation import value_error
 

@@ -1,6 +1,6 @@
 """Catalog specs: one string everywhere (``builtin``, ``toolschemaspace:DIR``, ``tools:FILE``,
 ``bfcl:DIR``, ``bfcl-multi:CATEGORY``, ``mcp:FILE``), resolved through ``CATALOG_KINDS``: one explicit table
-(:class:`~toolbias.plugins.Registry`) of loaders ``(arg) -> Catalog``, each imported when its
+(:class:`~toolbias.base.plugins.Registry`) of loaders ``(arg) -> Catalog``, each imported when its
 kind is first used."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..base.plugins import Plugin, Registry
 from ..errors import CatalogError
-from ..plugins import Plugin, Registry
 from .model import Catalog, Domain, NativeAction, Task, Tool
 from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
 from .phrasing import PHRASINGS as _PHRASINGS
@@ -24,9 +24,9 @@ CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
     "tools": "toolbias.catalog.loaders:load_tools",
     "mcp": "toolbias.catalog.loaders:load_mcp",
     "toolschemaspace": "toolbias.catalog.loaders:load_toolschemaspace",
-    "bfcl": "toolbias.catalog.bfcl:load_bfcl_spec",
+    "bfcl": "toolbias.integrations.bfcl:load_bfcl_spec",
     # BFCL multi-turn: needs bfcl-eval (extra "bfcl"), imported by the loader itself when first used
-    "bfcl-multi": Plugin("toolbias.catalog.bfcl_multi:load_bfcl_multi", extra="bfcl"),
+    "bfcl-multi": Plugin("toolbias.integrations.bfcl_multi:load_bfcl_multi", extra="bfcl"),
     "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
 }, error=CatalogError)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..canonical import canonical_json, sha256_text
+from ..base.canonical import canonical_json, sha256_text
 
 JSON = Any
 
@@ -29,7 +29,7 @@ def json_copy(value: JSON) -> JSON:
     return value
 
 
-#: the state effects a tool may declare (``Tool.effect["kind"]``; see :mod:`toolbias.env`, which
+#: the state effects a tool may declare (``Tool.effect["kind"]``; see :mod:`toolbias.study.env`, which
 #: runs them), the default first
 EFFECT_KINDS = ("set", "append", "remove", "event")
 
@@ -40,7 +40,7 @@ class Tool:
 
     ``cls`` is the object the tool acts on (window, seat, zone); class dispatch and
     namespacing group by it. ``effect`` optionally tells the state engine what the
-    tool does (see :mod:`toolbias.env`); tools without one record their arguments.
+    tool does (see :mod:`toolbias.study.env`); tools without one record their arguments.
     """
 
     name: str

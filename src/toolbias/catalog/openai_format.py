@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import jsonfile
+from ..base import jsonfile
 from ..errors import CatalogError
 from .model import Tool
 

@@ -21,10 +21,10 @@ from rich.progress import (
 )
 
 from ..report.finding import Finding, study_finding
-from ..runner import Progress as RunProgress
-from ..runner import ProgressFn
 from ..selection.records import SelectionRecord
 from ..store import Store
+from ..study.runner import Progress as RunProgress
+from ..study.runner import ProgressFn
 
 #: above this many episodes the finding is left to ``toolbias report`` (its bootstrap takes a while)
 FINDING_MAX_EPISODES = 20_000

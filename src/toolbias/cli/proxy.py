@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..codec import Control
+from ..variants.codec import Control
 
 
 def register(group: click.Group) -> None:

@@ -9,10 +9,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..codec import Control
-from ..recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
-from ..runner import StudyConfig, build_study, run_study_async
 from ..store import Store
+from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
+from ..study.runner import StudyConfig, build_study, run_study_async
+from ..variants.codec import Control
 from .report import _stdout_console
 
 

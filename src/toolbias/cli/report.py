@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
-from ..codec import Control
-from ..episode import Condition
 from ..providers.base import GenerateConfig
+from ..study.episode import Condition
+from ..variants.codec import Control
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
@@ -176,10 +176,10 @@ def register(group: click.Group) -> None:
                   temperature: float, max_tokens: int, cache: str | None) -> None:
         """Compliance probes: single-operation instructions per variant (paper Table 10).
         Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
-        from ..probes import compliance_cells, probe_study
-        from ..runner import StudyConfig, run_study
-        from ..stats import cell_success
         from ..store import Store, episodes_dataframe
+        from ..study.probes import compliance_cells, probe_study
+        from ..study.runner import StudyConfig, run_study
+        from ..study.stats import cell_success
 
         options = {"base_urls": list(base_url)} if base_url else {}
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, seed=seed, control=Control(control),

@@ -11,15 +11,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..catalog.phrasing import PHRASINGS
-from ..codec import Control
-from ..defaults import EMBEDDED_DEFAULT_JOB, MAX_TOKENS, TURN_LIMIT, default_job, parse_domains, study_config
-from ..episode import Condition
 from ..errors import ToolbiasError
 from ..report.summary import infra_error_reasons, study_summary
-from ..runner import Progress as RunProgress
-from ..runner import build_study, run_study_async
 from ..store import Store, export, merge_stores
-from ..success import MatchRule
+from ..study.defaults import (
+    EMBEDDED_DEFAULT_JOB,
+    MAX_TOKENS,
+    TURN_LIMIT,
+    default_job,
+    parse_domains,
+    study_config,
+)
+from ..study.episode import Condition
+from ..study.runner import Progress as RunProgress
+from ..study.runner import build_study, run_study_async
+from ..study.success import MatchRule
+from ..variants.codec import Control
 from .display import finding_of, print_finding, progress_bar
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from ..catalog import load_catalog
-from ..runner import StudyConfig, select_tasks
-from ..splits import load_splits
+from ..study.runner import StudyConfig, select_tasks
+from ..study.splits import load_splits
 from ..training.traces import TraceOptions, sft_examples, training_variants
 from ..variants import build_codec, resolve_variants
 
@@ -131,9 +131,9 @@ def register(group: click.Group) -> None:
                    batch_size: int | None, grad_accum: int | None, max_completion_length: int | None,
                    max_steps: int | None, bf16: bool | None, seed: int) -> None:
         """GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."""
-        from ..codec import Control
         from ..training.rl_env import EnvOptions, Reward
         from ..training.run import grpo
+        from ..variants.codec import Control
 
         env = EnvOptions(control=Control.STRICT if rejections else Control.LENIENT, explain=explain,
                          reward=Reward(reward), turn_limit=turn_limit)

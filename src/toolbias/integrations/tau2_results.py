@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..canonical import sha256_of
+from ..base.canonical import sha256_of
+from ..base.jsonfile import read_json
 from ..errors import ToolbiasError
-from ..jsonfile import read_json
 from ..store import EpisodeRow, Store
 
 #: the store's ``kind`` of an imported tau2 simulation

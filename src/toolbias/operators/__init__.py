@@ -1,14 +1,14 @@
 """Schema operators: one module each, all implementing :class:`~toolbias.operators.base.Layer`.
 
 ``OPERATORS`` maps the ``op`` of a variant step to its layer class: one explicit table
-(:class:`~toolbias.plugins.Registry`), each module imported when its op is first used.
+(:class:`~toolbias.base.plugins.Registry`), each module imported when its op is first used.
 Adding an operator is adding its module and a line here.
 """
 
 from __future__ import annotations
 
+from ..base.plugins import Registry
 from ..errors import VariantError
-from ..plugins import Registry
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply
 
 OPERATORS: Registry[type[Layer]] = Registry("operator", {

@@ -3,7 +3,7 @@
 A variant is a stack of :class:`Layer` s. Each layer is one operator step bound to
 the schema beneath it (the native catalog for the first step): it exposes an
 *outer* tool list, maps inner calls to outer calls (``encode``) and outer calls
-back to inner calls (``decode``). The :class:`~toolbias.codec.Codec` composes the
+back to inner calls (``decode``). The :class:`~toolbias.variants.codec.Codec` composes the
 layers, validates every call against each layer's schema with ``jsonschema``, and
 handles lenient repair; layers only do their own structural mapping.
 
@@ -20,9 +20,9 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
+from ..base.names import ALL_DOMAINS as ALL_DOMAINS  # the catalog scope, re-exported for the operators
 from ..catalog.model import Catalog, Tool
 from ..errors import VariantError
-from ..names import ALL_DOMAINS as ALL_DOMAINS  # the catalog scope, re-exported for the operators
 
 
 class Call(NamedTuple):

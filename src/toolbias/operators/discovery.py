@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from ..base.names import NameAllocator
 from ..catalog.model import Tool
 from ..errors import VariantError
-from ..names import NameAllocator
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
 from .transaction import InnerIndex, object_schema, scopes, select_tools, visible_in
 

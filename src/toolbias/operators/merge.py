@@ -59,9 +59,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.names import fit_name, is_tool_name
 from ..catalog.model import Tool
 from ..errors import VariantError
-from ..names import fit_name, is_tool_name
 from . import _grouping as grouping
 from .base import ALL_DOMAINS, Call, Forward, Layer, Reject, RejectionKind, Step
 

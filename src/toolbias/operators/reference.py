@@ -45,11 +45,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..canonical import canonical_json, sha256_of
+from ..base.canonical import canonical_json, sha256_of
+from ..base.names import NameAllocator
 from ..catalog.model import Tool
 from ..catalog.validation import value_error
 from ..errors import VariantError
-from ..names import NameAllocator
 from .base import Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
 from .transaction import InnerIndex, object_schema, scopes, select_tools
 

@@ -16,7 +16,7 @@ Lenient repair: an unprefixed / native name, a prefix with other separators or c
 (``Window.set_window``), a wrong class prefix whose remainder names exactly one tool,
 and native parameter names under an opaque tool are mapped to the variant's names.
 
-Names are valid and unique through :mod:`toolbias.names` (the allocator every operator uses).
+Names are valid and unique through :mod:`toolbias.base.names` (the allocator every operator uses).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.names import NameAllocator, has_invalid_characters, name_token
 from ..catalog.model import Tool
 from ..errors import VariantError
-from ..names import NameAllocator, has_invalid_characters, name_token
 from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
 
 

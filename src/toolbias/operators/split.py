@@ -48,9 +48,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ..base.names import NameAllocator, name_token, short_hash
 from ..catalog.model import Catalog, Tool
 from ..errors import VariantError
-from ..names import NameAllocator, name_token, short_hash
 from .base import ALL_DOMAINS, Call, Forward, Layer, Step, outer_tool
 from .rename import ToolIndex
 

@@ -36,7 +36,7 @@ the writes), and handles never committed at episode end (``finish``).
 
 The module also holds small helpers the other cross-call protocols share:
 tool scopes (a domain or :data:`ALL_DOMAINS`), an index that looks inner tools up
-like the codec does (outer names come from :class:`toolbias.names.NameAllocator`).
+like the codec does (outer names come from :class:`toolbias.base.names.NameAllocator`).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..base.names import NameAllocator
 from ..catalog.model import Tool
 from ..errors import VariantError
-from ..names import NameAllocator
 from .base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
 
 # -- helpers shared by the protocol layers ------------------------------------------

@@ -3,7 +3,7 @@
 ``openai:<model>`` (any OpenAI-compatible server), ``local`` / ``local:PATH.gguf``
 (embedded llama.cpp), ``oracle`` (plays the gold through the codec), ``scripted:FILE``
 and ``replay:FILE`` (tests). ``PROVIDERS`` is one explicit table
-(:class:`~toolbias.plugins.Registry`) of lazily imported factories, so optional back-ends
+(:class:`~toolbias.base.plugins.Registry`) of lazily imported factories, so optional back-ends
 cost nothing until used.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..base.plugins import Plugin, Registry
 from ..errors import ProviderError
-from ..plugins import Plugin, Registry
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
 
 #: provider kind -> factory(arg: str, **options) -> ModelAPI

@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..codec import MAX_ARGUMENT_DEPTH, too_deep
+from ..variants.codec import MAX_ARGUMENT_DEPTH, too_deep
 
 if TYPE_CHECKING:
     from ..catalog.model import Task
-    from ..codec import Codec
+    from ..variants.codec import Codec
 
 Message = dict[str, Any]
 

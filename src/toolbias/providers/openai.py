@@ -34,7 +34,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from .. import wirejson
+from ..base import wirejson
 from ..errors import ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
 from .textcalls import find_tool_calls

@@ -15,7 +15,7 @@ from .base import GenerateConfig, Message, ModelAPI, ModelOutput, ToolCall
 
 if TYPE_CHECKING:
     from ..catalog.model import Task
-    from ..codec import Codec
+    from ..variants.codec import Codec
 
 
 class ReplayProvider(ModelAPI):

@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.jsonfile import read_json
 from ..errors import ProviderError
-from ..jsonfile import read_json
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 
 if TYPE_CHECKING:
     from ..catalog.model import Task
-    from ..codec import Codec
+    from ..variants.codec import Codec
 
 Turn = Mapping[str, Any]
 ScriptFn = Callable[[Any, Any, list[Message], int], Turn | None]

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
-from ..canonical import sha256_of
+from ..base.canonical import sha256_of
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
     from ..catalog.model import Task
-    from ..codec import Codec
+    from ..variants.codec import Codec
 
 log = logging.getLogger("toolbias.providers")
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .. import wirejson
+from ..base import wirejson
 from ..providers.base import InfraError
 from .service import ProxyError, VariantProxy, upstream_error
 

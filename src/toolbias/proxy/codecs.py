@@ -17,9 +17,9 @@ from ..catalog import Catalog, load_catalog
 from ..catalog.model import Domain, canonical_json
 from ..catalog.openai_format import parse_tools
 from ..catalog.validation import validate_catalog
-from ..codec import Codec
 from ..errors import ToolbiasError, VariantError
 from ..variants import VariantSpec, build_codec, get_variant
+from ..variants.codec import Codec
 
 #: the domain name of a catalog made from a request's tool list
 LIVE_DOMAIN = "live"

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.model import NativeAction, canonical_json
-from ..codec import Control, Decoded, Outcome, Session
 from ..operators.base import Call
 from ..providers.base import Message, ModelOutput, ToolCall
+from ..variants.codec import Control, Decoded, Outcome, Session
 from .codecs import Bound, RequestError
 
 #: (messages, variant tools, tool_choice) -> the upstream's answer
@@ -304,11 +304,7 @@ def _later(tool_choice: str | None) -> str | None:
 
 
 def _tool_text(decoded: Decoded) -> str:
-    if decoded.outcome is Outcome.REJECTION:
-        return f"Error: {decoded.message}"
-    if decoded.outcome is Outcome.REPLY:
-        return _to_json(decoded.reply)
-    return ""
+    return decoded.protocol_text() or ""  # a native call's text is the agent's own tool result
 
 
 def _wire_call(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codec import Control
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelOutput
 from ..providers.openai import HTTPInfraError, OpenAIProvider
 from ..providers.wrapper import ProviderWrapper, RetryPolicy
+from ..variants.codec import Control
 from .codecs import CodecSource, RequestError, resolve_variant
 from .conversation import CallLog, Conversation, Snapshot, extend_hash, history_hashes
 

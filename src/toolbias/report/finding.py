@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Difference, variant_differences
+from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Difference, variant_differences
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from typing import Any
 
 from ..errors import StoreError, ToolbiasError
 from ..integrations.tau2_results import TAU2_KIND
-from ..probes import ProbeCell, compliance_cells
-from ..scoring import FAILURE_ORDER
-from ..stats import (
+from ..store import Store, episodes_dataframe
+from ..study.probes import ProbeCell, compliance_cells
+from ..study.scoring import FAILURE_ORDER
+from ..study.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     CellStats,
@@ -30,7 +31,6 @@ from ..stats import (
     schema_form_gap,
     variant_differences,
 )
-from ..store import Store, episodes_dataframe
 from .live import live_table, load_conversations
 from .paper_tables import paper_tables, query_weighted_ratio
 from .stored import stored_classes, stored_function_ratios, stored_steps
@@ -180,9 +180,9 @@ def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = 
     A variant is built from its stored ``steps`` (``[[op, params], ...]`` as the study ran it),
     else from the registry; one with neither is skipped with a note."""
     from ..catalog import load_catalog
-    from ..codec import Codec
-    from ..variant_spec import VariantSpec
     from ..variants import build_codec, get_variant
+    from ..variants.codec import Codec
+    from ..variants.spec import VariantSpec
 
     notes: list[str] = []
     try:

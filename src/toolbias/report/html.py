@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from ..store import Store
+from ..study.scoring import FAILURE_ORDER, FAILURE_RULES, explain_failure
 from .figures import MODE_COLORS, all_figures, mode_color, png_base64
 from .grid import EpisodeView, ReportData, select_episodes
 from .live import LEGEND, TEXT_COLUMNS, live_table_rows

@@ -11,7 +11,7 @@ registry's order. Per row, summed over its conversations:
   (an off-schema call: unknown tool, arguments off the schema, unparsable JSON);
 * the rejection rate: the mean over conversations (those with an upstream call) of rejections
   per upstream call, with a percentile bootstrap interval over conversations (the conversation
-  is the unit of resampling, as the task is for success: :func:`toolbias.stats.bootstrap_ci`);
+  is the unit of resampling, as the task is for success: :func:`toolbias.study.stats.bootstrap_ci`);
 * protocol rounds per native call: upstream requests made only to answer protocol calls or
   rejections, per native call (what the variant costs in round trips);
 * tokens per turn: upstream prompt + completion tokens per agent turn;
@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci
 from ..store import Store
+from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci
 
 #: the termination of a conversation that ended normally (the proxy's default)
 NORMAL_TERMINATION = "live"

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ToolbiasError
-from ..splits import Splits
-from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
+from ..study.splits import Splits
+from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
 from .grid import variant_order
 
 MITIGATIONS = ("instruction", "required")
@@ -213,7 +213,7 @@ class SplitCell:
     variant: str
     control: str
     condition: str
-    label: str  # one of toolbias.splits.LABELS
+    label: str  # one of toolbias.study.splits.LABELS
     success: float
     low: float
     high: float
@@ -265,8 +265,8 @@ def split_view_from_store(store: Any, spec: str, catalogs: Sequence[str], *, stu
     """:func:`split_view` of a store's task episodes; ``spec`` a manifest file, or a named split
     (``default``, ``table4``, ``builtin``) checked against the store's catalog."""
     from ..catalog import load_catalog
-    from ..splits import load_splits
     from ..store import episodes_dataframe
+    from ..study.splits import load_splits
 
     if spec.endswith(".json"):
         manifest = Splits.from_file(spec)

@@ -25,8 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import Codec
-from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, bootstrap_ci, group_rows, task_success
+from ..study.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    Interval,
+    bootstrap_ci,
+    group_rows,
+    task_success,
+)
+from ..variants.codec import Codec
 
 #: Table 6 arm -> variant names (registry, artifact spec file)
 MERGE_ENCODINGS: dict[str, tuple[str, ...]] = {

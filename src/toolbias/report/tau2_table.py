@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..integrations.tau2_results import SKIPPED, TAU2_KIND
-from ..stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
+from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
 from .paper_tables import _ci, _cond, _f, table_rows
 
 #: the paper's Table 9 schemas, in its column order, with its short column labels

@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import sha256_of
-from ..engine import JobKind, Row, Writer, play
+from ..base.canonical import sha256_of
+from ..base.engine import JobKind, Row, Writer, play
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
 from . import toolbench

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..base.plugins import Registry
 from ..errors import ToolbiasError
-from ..plugins import Registry
 from .metrics import BiasReport, tv_distance, tv_from_uniform
 from .toolbench import api_of, standardize
 from .types import NAME_RE, Benchmark, Cluster, SelectionTool, validate_benchmark
@@ -192,7 +192,7 @@ desc_scramble = _scrambles(_MARKS["desc_scramble"])
 param_desc_scramble = _scrambles(_MARKS["param_desc_scramble"])
 
 _HERE = "toolbias.selection.perturb"
-#: the built-in conditions, in the paper's order (the one registry idiom, :mod:`toolbias.plugins`)
+#: the built-in conditions, in the paper's order (the one registry idiom, :mod:`toolbias.base.plugins`)
 PERTURBATIONS: Registry[Perturb] = Registry("selection perturbation", {
     "random_names": f"{_HERE}:_random_names", "shuffled_names": f"{_HERE}:_shuffled_names",
     "random_names_top": f"{_HERE}:_random_names_top", "desc_param_scramble": f"{_HERE}:desc_param_scramble",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..canonical import sha256_of
+from ..base.canonical import sha256_of
 from .metrics import Selection
 
 #: the prompt of records written before prompts and sampling settings were stored, this project's own

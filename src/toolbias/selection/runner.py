@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..canonical import canonical_json as canonical
-from ..engine import JobKind, Row, Writer, play
+from ..base.canonical import canonical_json as canonical
+from ..base.engine import JobKind, Row, Writer, play
 from ..providers.base import GenerateConfig, InfraError, ModelAPI, ModelOutput
 from .metrics import BiasReport, bias_report
 from .paper_parse import paper_reading
@@ -88,7 +88,7 @@ class RunSummary:
 
 
 class SelectionRunner(JobKind[Trial, SelectionRecord]):
-    """Runs trials through one model as a job kind of the batch engine (:mod:`toolbias.engine`):
+    """Runs trials through one model as a job kind of the batch engine (:mod:`toolbias.base.engine`):
     a trial is one request, its record is parsed and stored as it finishes (resumable)."""
 
     presentations: tuple[str, ...] = PRESENTATIONS
@@ -190,7 +190,7 @@ class SelectionRunner(JobKind[Trial, SelectionRecord]):
         return record_row(result)
 
     async def run(self, trials: Sequence[Trial]) -> list[SelectionRecord]:
-        """Run the trials not already final in the store (through :mod:`toolbias.engine`);
+        """Run the trials not already final in the store (through :mod:`toolbias.base.engine`);
         return the records of all of them."""
         t0 = time.perf_counter()
         keys = [self.key(t) for t in trials]

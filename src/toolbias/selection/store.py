@@ -1,5 +1,5 @@
 """Selection records in a toolbias results file: the queries over the two selection tables
-of the shared store layer (:mod:`toolbias.database`, where their schema and version live).
+of the shared store layer (:mod:`toolbias.base.database`, where their schema and version live).
 
 - ``selection_records``: one row per (model, benchmark, condition, presentation, run,
   query, rotation), keyed by :func:`~toolbias.selection.records.trial_key`; the full
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..database import FILTER_COLUMNS, SELECTION_COLUMNS, Database, insert_sql
+from ..base.database import FILTER_COLUMNS, SELECTION_COLUMNS, Database, insert_sql
 from ..errors import StoreError
 from ..store import record_json
 from .records import SelectionRecord, Status
@@ -46,7 +46,7 @@ def filter_row(r: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 class SelectionStore(Database):
-    """Selection records in a results file (:class:`~toolbias.database.Database`: one
+    """Selection records in a results file (:class:`~toolbias.base.database.Database`: one
     connection and lock, safe to share between the runner's tasks)."""
 
     @classmethod

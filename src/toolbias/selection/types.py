@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from ..canonical import sha256_text
+from ..base.canonical import sha256_text
+from ..base.names import TOOL_NAME_RE as NAME_RE
 from ..errors import CatalogError
-from ..names import TOOL_NAME_RE as NAME_RE
 
 JSON = Any
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.model import Task
-from ..codec import Codec
 from ..errors import ToolbiasError
+from ..variants.codec import Codec
 from .hf import EPISODE_KEY, require, rl_features
 from .rl_env import EnvOptions, ToolEnv
 from .traces import hf_messages, training_variants
@@ -90,7 +90,7 @@ def rl_dataset(catalog: str, variants: str, *, sample: int | None = None, seed: 
     """A ``datasets.Dataset`` of training prompts (the splits manifest's ``train`` part) and the
     codecs by variant name, for :class:`Rollout`."""
     from ..catalog import load_catalog
-    from ..runner import StudyConfig, select_tasks
+    from ..study.runner import StudyConfig, select_tasks
     from ..variants import build_codec, resolve_variants
 
     datasets = require("datasets")

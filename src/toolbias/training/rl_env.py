@@ -4,7 +4,7 @@
 takes one assistant turn (a chat message with ``tool_calls``, a list of calls, or text
 whose calls are recovered the way providers recover them), runs every call through the
 codec session and the state engine exactly as an evaluation episode does
-(:func:`toolbias.episode.apply_call`), and returns the tool messages for the next turn:
+(:func:`toolbias.study.episode.apply_call`), and returns the tool messages for the next turn:
 protocol replies (handles, reference ids, schemas) arrive in turn, rejections come back
 as tool results. The episode is done when a turn has no call or the turn limit is hit.
 
@@ -34,12 +34,12 @@ from enum import Enum
 from typing import Any
 
 from ..catalog.model import Catalog, Task
-from ..codec import Codec, Control, Outcome
-from ..env import Environment
-from ..episode import Condition, EpisodeConfig, EpisodeRecord, Termination, apply_call, system_message
 from ..errors import ToolbiasError
 from ..providers.base import Message, ToolCall
-from ..scoring import action_key, exact_success
+from ..study.env import Environment
+from ..study.episode import Condition, EpisodeConfig, EpisodeRecord, Termination, apply_call, system_message
+from ..study.scoring import action_key, exact_success
+from ..variants.codec import Codec, Control, Outcome
 
 UNEXPLAINED = "Error: the call was rejected."
 

@@ -1,6 +1,6 @@
 """SFT traces: oracle episodes played turn by turn, in the chat-with-tools format.
 
-A trace is a real episode (:func:`~toolbias.episode.run_episode`: the same codec
+A trace is a real episode (:func:`~toolbias.study.episode.run_episode`: the same codec
 session, state engine and tool messages as an evaluation) whose agent is
 :class:`TraceAgent`. The agent plays the task's gold through the variant's
 ``encode``, but in turns: a turn holds the next call and every following call that
@@ -30,12 +30,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..codec import Codec, Control, Outcome
-from ..episode import Condition, EpisodeConfig, EpisodeRecord, run_episode
 from ..operators.base import Call
 from ..providers.base import GenerateConfig, Message, ModelAPI, ModelOutput, ToolCall
-from ..scoring import exact_success
-from ..splits import PAPER_MIXTURE
+from ..study.episode import Condition, EpisodeConfig, EpisodeRecord, run_episode
+from ..study.scoring import exact_success
+from ..study.splits import PAPER_MIXTURE
+from ..variants.codec import Codec, Control, Outcome
 from .knowledge import call_tokens, gold_tokens, message_tokens, tools_tokens
 
 if TYPE_CHECKING:
