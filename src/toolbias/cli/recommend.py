@@ -13,6 +13,7 @@ from ..store import Store
 from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..variants.codec import Control
+from .extra_body import extra_body_option, with_extra_body
 from .report import _stdout_console
 
 
@@ -34,14 +35,16 @@ def register(group: click.Group) -> None:
     @click.option("--export", "export_dir", help="write the chosen variant (variant.json for `toolbias proxy "
                   "--variant`, tools.json, recommendation.json) into this directory")
     @click.option("--json", "as_json", is_flag=True)
+    @extra_body_option()
     def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
                       control: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
-                      as_json: bool) -> None:
+                      as_json: bool, extra_body: str | None) -> None:
         """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed,
                           control=Control(control), concurrency=concurrency,
                           study=f"recommend|{model}|{control}|{sample}|{seed}",
-                          provider_options={"base_urls": list(base_url)} if base_url else {})
+                          provider_options=with_extra_body({"base_urls": list(base_url)} if base_url else {},
+                                                           extra_body, model))
         err = Console(stderr=True)
         if not halving:
             _full(cfg, store, seed, sample, export_dir, as_json)

@@ -14,6 +14,7 @@ from rich.console import Console
 from ..providers.base import GenerateConfig
 from ..study.episode import Condition
 from ..variants.codec import Control
+from .extra_body import extra_body_option, with_extra_body
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
@@ -171,9 +172,10 @@ def register(group: click.Group) -> None:
     @click.option("--temperature", type=float, default=0.0, show_default=True)
     @click.option("--max-tokens", type=int, default=512, show_default=True)
     @click.option("--cache", help="response cache file (SQLite)")
+    @extra_body_option()
     def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, n_probes: int, seed: int,
                   control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int,
-                  temperature: float, max_tokens: int, cache: str | None) -> None:
+                  temperature: float, max_tokens: int, cache: str | None, extra_body: str | None) -> None:
         """Compliance probes: single-operation instructions per variant (paper Table 10).
         Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
         from ..store import Store, episodes_dataframe
@@ -181,7 +183,7 @@ def register(group: click.Group) -> None:
         from ..study.runner import StudyConfig, run_study
         from ..study.stats import cell_success
 
-        options = {"base_urls": list(base_url)} if base_url else {}
+        options = with_extra_body({"base_urls": list(base_url)} if base_url else {}, extra_body, model)
         cfg = StudyConfig(model=model, catalog=catalog, variants=variants, seed=seed, control=Control(control),
                           condition=Condition(condition), turn_limit=turn_limit,
                           generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),

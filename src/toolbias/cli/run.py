@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import click
@@ -28,6 +29,7 @@ from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
 from .display import finding_of, print_finding, progress_bar
+from .extra_body import extra_body_option, with_extra_body
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
@@ -62,7 +64,8 @@ def _calls(value: str | None) -> tuple[int, ...]:
 def register(group: click.Group) -> None:
     @group.command("run")
     @click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL",
-                  help="openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE")
+                  help="openai:<model>, openai-responses:<model>, anthropic:<model>, local, local:PATH.gguf, oracle, "
+                  "scripted:FILE, replay:FILE")
     @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
                   "[env OPENAI_BASE_URL]")
     @click.option("--catalog", default="builtin", show_default=True, help="builtin, tau2:airline|retail, toolschemaspace:DIR, "
@@ -104,12 +107,13 @@ def register(group: click.Group) -> None:
     @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
                   "[default: a scripted user that states the request and ends at the first answer]")
     @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
+    @extra_body_option()
     def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
                 sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
                 splits: str, seed: int, control: str, condition: str, match: str, store: str,
                 study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
                 temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
-                html: str | None) -> None:
+                html: str | None, extra_body: str | None) -> None:
         """Run a study: a model on every chosen variant x task. Re-running resumes."""
         job = default_job(model, catalog, tasks=tasks, sample=sample, domains=parse_domains(domains),
                           variants=variants, split=split)
@@ -119,6 +123,8 @@ def register(group: click.Group) -> None:
                            temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                            workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
                            user_model=user_model)
+        if extra_body is not None:
+            cfg = dataclasses.replace(cfg, provider_options=with_extra_body(cfg.provider_options, extra_body, model))
         built = build_study(cfg)
         cfg = built.config  # with the catalog's success rule resolved
         console = Console(stderr=True)
