@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.paths import needs_shared, shared_path
 from toolbias import VariantError, build_codec, load_catalog
 from toolbias.catalog.phrasing import with_phrasing
@@ -25,16 +26,6 @@ PAPER_COUNTS = {"native": 168, "fully_merged": 12, "class_dispatch": 12, "fully_
 ASSIGNMENT_FILES = {"class_grouping_assignments.json", "mixture_assignments.json"}
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from toolbias.cli import main
-
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _root() -> Path:
@@ -46,7 +37,7 @@ def _spec_files() -> list[Path]:
 
 
 def test_representative_variants_have_the_papers_function_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "variants", "--catalog", f"toolschemaspace:{_root()}", "--variants",
+    code, out, _ = run_cli(capsys, "variants", "--catalog", f"toolschemaspace:{_root()}", "--variants",
                         "representative", "--json")
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0 and {n: r["functions"] for n, r in rows.items()} == PAPER_COUNTS
@@ -56,7 +47,7 @@ def test_representative_variants_have_the_papers_function_counts(capsys: pytest.
 
 def test_every_spec_file_reports_its_count_and_ratio(capsys: pytest.CaptureFixture[str]) -> None:
     files = _spec_files()
-    code, out, _ = _cli(capsys, "variants", "--catalog", f"toolschemaspace:{_root()}", "--variants",
+    code, out, _ = run_cli(capsys, "variants", "--catalog", f"toolschemaspace:{_root()}", "--variants",
                         ",".join(map(str, files)), "--json")
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0 and set(rows) == {f.stem for f in files}
@@ -109,9 +100,9 @@ def test_phrasings() -> None:
 def test_spec_files_in_probe_and_recommend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     specs = _root() / "specs"
     files = f"{specs / 'pack.json'},{specs / 's_obf.json'},native"
-    code, out, err = _cli(capsys, "recommend", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
+    code, out, err = run_cli(capsys, "recommend", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
                           "--variants", files, "--sample", "8", "--store", str(tmp_path / "r.db"))
     assert code == 0 and "recommended:" in out + err and "s_obf" in out + err  # rounds name the files again
-    code, out, err = _cli(capsys, "probe", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
+    code, out, err = run_cli(capsys, "probe", "--model", "oracle", "--catalog", f"toolschemaspace:{_root()}",
                           "--variants", str(specs / "indirect.json"), "--store", str(tmp_path / "p.db"))
     assert code == 0 and "indirect" in out

@@ -57,8 +57,9 @@ from toolbias.catalog.model import Task  # noqa: E402
 from toolbias.integrations.tau2 import import_tau2  # noqa: E402
 from toolbias.integrations.tau2_results import import_tau2_results  # noqa: E402
 from toolbias.proxy import LIVE_KIND, ProxyConfig, ProxyServer  # noqa: E402
-from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
+from toolbias.proxy.codecs import CodecSource  # noqa: E402
 from toolbias.store import Store  # noqa: E402
+from toolbias.variants import resolve_variant  # noqa: E402
 from toolbias.variants.codec import Codec  # noqa: E402
 
 

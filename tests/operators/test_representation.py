@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.operators import E, decode1, spec, tool, toolschemaspace_catalog
 from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import (
     Call,
@@ -20,7 +21,6 @@ from toolbias import (
     Domain,
     NativeAction,
     RejectionKind,
-    Tool,
     VariantError,
     VariantSpec,
     build_codec,
@@ -128,21 +128,12 @@ def assert_roundtrip(catalog: Catalog, codec: Codec) -> int:
     return len(acts)
 
 
-def spec(*steps: Mapping[str, Any]) -> VariantSpec:
-    return VariantSpec("test", tuple(dict(s) for s in steps))
 
 
-def decode1(codec: Codec, domain: str, name: str, args: Mapping[str, Any], control: str = "strict"):
-    return codec.session(domain, control).decode(Call(name, dict(args)))
 
 
-def tool(name: str, domain: str, props: dict[str, Any], required: list[str] | None = None, cls: str = "") -> Tool:
-    return Tool(name, f"{name} tool.", {"type": "object", "properties": props,
-                                         "required": list(props) if required is None else required}, domain, cls)
 
 
-def E(*values: Any) -> dict[str, Any]:
-    return {"type": "string", "enum": list(values)}
 
 
 NUM = {"type": "number"}
@@ -178,11 +169,6 @@ def hand_catalog() -> Catalog:
     return cat
 
 
-@pytest.fixture(scope="module")
-def tss() -> Catalog:
-    if not (TSS / "tools.json").is_file():
-        pytest.skip(f"../shared/data/toolschemaspace not found at {TSS}")
-    return load_catalog(f"toolschemaspace:{TSS}")
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -505,11 +491,16 @@ def test_opaque_parameters_rename_every_alternative_of_a_union_alike() -> None:
 
     catalog = mini_catalog()
     codec = build_codec(catalog, spec({"op": "merge", "encoding": "union"}, {"op": "rename", "method": "opaque"}))
-    for tool in codec.tools:
-        top = set(tool.parameters["properties"])
-        for branch in tool.parameters["oneOf"]:
+    for t in codec.tools:
+        top = set(t.parameters["properties"])
+        for branch in t.parameters["oneOf"]:
             keys = set(branch["properties"])
             assert all(re.fullmatch(r"p_\d+", k) for k in keys)
             assert top <= keys  # the discriminator has the same new name everywhere
     result = verify_codec(codec, catalog)
     assert result.ok, result.examples
+
+
+@pytest.fixture(scope="module")
+def tss() -> Catalog:
+    return toolschemaspace_catalog()

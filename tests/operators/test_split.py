@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.operators import E, decode1, spec, tool, toolschemaspace_catalog
 from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import (
     Call,
@@ -20,12 +21,10 @@ from toolbias import (
     NativeAction,
     RejectionKind,
     Task,
-    Tool,
     VariantError,
     VariantSpec,
     build_codec,
     get_variant,
-    load_catalog,
     validate_action,
     validate_catalog,
 )
@@ -160,21 +159,12 @@ def sample_args(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def decode1(codec: Codec, domain: str, name: str, args: Mapping[str, Any], control: str = "strict"):
-    return codec.session(domain, control).decode(Call(name, dict(args)))
 
 
-def spec(*steps: Mapping[str, Any]) -> VariantSpec:
-    return VariantSpec("test", tuple(dict(s) for s in steps))
 
 
-def tool(name: str, domain: str, props: dict[str, Any], required: list[str] | None = None, cls: str = "") -> Tool:
-    return Tool(name, f"{name} tool.", {"type": "object", "properties": props,
-                                         "required": list(props) if required is None else required}, domain, cls)
 
 
-def E(*values: Any) -> dict[str, Any]:
-    return {"type": "string", "enum": list(values)}
 
 
 def hand_catalog(tasks: tuple[Task, ...] = ()) -> Catalog:
@@ -197,11 +187,6 @@ def hand_catalog(tasks: tuple[Task, ...] = ()) -> Catalog:
     return cat
 
 
-@pytest.fixture(scope="module")
-def tss() -> Catalog:
-    if not (TSS / "tools.json").is_file():
-        pytest.skip(f"../shared/data/toolschemaspace not found at {TSS}")
-    return load_catalog(f"toolschemaspace:{TSS}")
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -495,10 +480,15 @@ def test_split_of_a_union_dispatcher_keeps_the_matching_alternative() -> None:
 
     catalog = mini_catalog()
     codec = build_codec(catalog, VariantSpec("union_split", ({"op": "merge", "encoding": "union"}, {"op": "split"})))
-    for tool in codec.tools:
-        branches = tool.parameters["oneOf"]
+    for t in codec.tools:
+        branches = t.parameters["oneOf"]
         assert len(branches) == 1
         assert "operation" not in branches[0]["properties"]
         assert "operation" not in branches[0].get("required", [])
     result = verify_codec(codec, catalog)
     assert result.ok, result.examples
+
+
+@pytest.fixture(scope="module")
+def tss() -> Catalog:
+    return toolschemaspace_catalog()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.catalogs import THERMOSTAT_TOOLS
 from toolbias.errors import MissingExtraError, ProviderError
 from toolbias.providers import make_provider, weights
 from toolbias.providers.base import GenerateConfig
@@ -35,11 +36,7 @@ def chunks_skip_reason() -> str | None:
 needs_chunks = pytest.mark.skipif(chunks_skip_reason() is not None, reason=str(chunks_skip_reason()))
 needs_llama = pytest.mark.skipif(not HAS_LLAMA, reason=NO_LLAMA)
 
-TOOLS = [{"type": "function", "function": {
-    "name": "set_temperature", "description": "Set the target temperature of a zone",
-    "parameters": {"type": "object", "properties": {
-        "zone": {"type": "string", "enum": ["living_room", "bedroom", "kitchen"]},
-        "celsius": {"type": "number"}}, "required": ["zone", "celsius"]}}}]
+TOOLS = THERMOSTAT_TOOLS
 SYSTEM = {"role": "system", "content": "You control a smart home. Use only the provided tools."}
 
 

@@ -8,17 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.catalogs import THERMOSTAT_TOOLS
 from tests.support.servers import FAULTS, FakeOpenAIServer, LlamaCppServer, Reply, llama_server_skip_reason
 from toolbias.errors import ProviderError
 from toolbias.providers import make_provider
 from toolbias.providers.base import GenerateConfig, InfraError
 from toolbias.providers.openai import PLACEHOLDER_KEY, OpenAIProvider, parse_retry_after
 
-TOOLS = [{"type": "function", "function": {
-    "name": "set_temperature", "description": "Set the target temperature of a zone",
-    "parameters": {"type": "object", "properties": {
-        "zone": {"type": "string", "enum": ["living_room", "bedroom", "kitchen"]},
-        "celsius": {"type": "number"}}, "required": ["zone", "celsius"]}}}]
+TOOLS = THERMOSTAT_TOOLS
 MESSAGES = [{"role": "system", "content": "Use only the provided tools."},
             {"role": "user", "content": "Set the bedroom to 21 degrees."}]
 CFG = GenerateConfig()

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction, Task
 from toolbias.operators.base import Call
-from toolbias.proxy.codecs import CodecSource, resolve_variant
-from toolbias.variants import registry
+from toolbias.proxy.codecs import CodecSource
+from toolbias.variants import registry, resolve_variant
 from toolbias.variants.codec import Control, Outcome
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")

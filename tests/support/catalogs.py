@@ -40,3 +40,11 @@ def mini_catalog() -> Catalog:
                       (NativeAction("car", "set_light", {"zone": "rear", "state": "on"}),
                        NativeAction("car", "set_seat_heat", {"seat": "passenger", "level": 3}))))
     return Catalog("mini", (home, car), tuple(tasks))
+
+
+#: one OpenAI chat tool (a thermostat) for provider tests: an enum and a number, both required
+THERMOSTAT_TOOLS = [{"type": "function", "function": {
+    "name": "set_temperature", "description": "Set the target temperature of a zone",
+    "parameters": {"type": "object", "properties": {
+        "zone": {"type": "string", "enum": ["living_room", "bedroom", "kitchen"]},
+        "celsius": {"type": "number"}}, "required": ["zone", "celsius"]}}}]

@@ -1,6 +1,6 @@
 """A deterministic model behind the loopback server, and the kill/resume helpers of the reliability checks.
 
-Used by tests/core/test_reliability.py and, at full size, by bench/faults.py.
+Used by tests/study/test_reliability.py and, at full size, by bench/faults.py.
 """
 
 from __future__ import annotations

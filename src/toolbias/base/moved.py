@@ -71,9 +71,9 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Put the finder on ``sys.meta_path`` once."""
+    """Put the finder first on ``sys.meta_path``, once."""
     if not any(isinstance(f, MovedModules) for f in sys.meta_path):
-        sys.meta_path.append(MovedModules())
+        sys.meta_path.insert(0, MovedModules())  # before the path finder: an old submodule path must not load a copy
 
 
 __all__ = ["MOVED", "MovedModules", "install"]

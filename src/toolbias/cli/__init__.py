@@ -1,6 +1,7 @@
 """The ``toolbias`` command: a thin layer over the Python API.
 
-Each command family lives in its own module exposing ``register(group)``. User
+Each command family lives in its own module, its commands defined at module level
+(importable and testable alone) and listed in :data:`COMMANDS`, loaded only when run. User
 errors (:class:`~toolbias.errors.ToolbiasError`) print as a message, never a traceback.
 """
 
@@ -14,18 +15,77 @@ import click
 
 from ..errors import ToolbiasError
 
-#: command modules, in help order
-COMMAND_MODULES = ("catalog", "variants", "run", "report", "select", "train", "recommend", "proxy")
+#: every top-level command: name -> ("module:attribute", the short help ``toolbias --help`` shows).
+#: A command's module is imported only when that command runs (or its own ``--help`` is asked), so
+#: start-up loads click and this table; tests/cli checks each short help against its command's.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "catalog": ("toolbias.cli.catalog:catalog",
+                'Inspect native tool catalogs (the built-in one or imported ones).'),
+    "variants": ("toolbias.cli.variants:variants_cmd",
+                 'List registered variants with their operator steps and function counts.'),
+    "shape": ("toolbias.cli.variants:shape_cmd",
+              "Write a variant's OpenAI tool list: a list for one --domain, else {domain: [tools]}."),
+    "verify": ("toolbias.cli.variants:verify_cmd",
+               'Check that variants are equivalent to the native schema; exit 1 if any check fails.'),
+    "run": ("toolbias.cli.run:run_cmd",
+            'Run a study: a model on every chosen variant x task.'),
+    "merge": ("toolbias.cli.run:merge_cmd",
+              'Merge shard stores of one study into one store.'),
+    "export": ("toolbias.cli.run:export_cmd",
+               'Export finished episodes for pandas and friends.'),
+    "report": ("toolbias.cli.report:report_cmd",
+               "Report a study: model x variant grid with 95% intervals and failure modes, paired differences, schema-form gap, probes, difficulty prediction, and the paper's tables whose arms were run (Table 9: tau2-bench, in process and imported)."),
+    "probe": ("toolbias.cli.report:probe_cmd",
+              'Compliance probes: single-operation instructions per variant (paper Table 10).'),
+    "select": ("toolbias.cli.select:select",
+               'Tool-selection bias among functionally equivalent tools (BiasBusters).'),
+    "train-data": ("toolbias.cli.train:train_data",
+                   'Write SFT traces (TRL conversational format with tools) from turn-by-turn oracle episodes.'),
+    "train-sft": ("toolbias.cli.train:train_sft",
+                  "LoRA SFT on `toolbias train-data` traces with the paper's settings (needs toolbias[train], peft)."),
+    "train-grpo": ("toolbias.cli.train:train_grpo",
+                   "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
+    "recommend": ("toolbias.cli.recommend:recommend_cmd",
+                  "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "proxy": ("toolbias.cli.proxy:proxy_cmd",
+              'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "TOOLBIAS"})
+class LazyGroup(click.Group):
+    """A click group whose commands are :data:`COMMANDS`, each imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, _, attr = entry[0].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        self.commands[cmd_name] = command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the table's short help: listing commands imports none of them."""
+        names = self.list_commands(ctx)
+        if names:
+            limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
+            # a command not yet imported shows its table help, worded by click as its own would be
+            rows = [(name, (self.commands.get(name) or click.Command(name, help=COMMANDS[name][1]))
+                     .get_short_help_str(limit)) for name in names]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "auto_envvar_prefix": "TOOLBIAS"})
 @click.version_option(package_name="toolbias")
 def cli() -> None:
     """Measure and mitigate interface bias in tool-using LLM agents."""
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"{__name__}.{_name}").register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

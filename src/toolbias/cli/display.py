@@ -4,11 +4,13 @@ progress of ``toolbias select run``'s trials. Where stderr is not a terminal, pl
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -20,11 +22,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ..report.finding import Finding, study_finding
-from ..selection.records import SelectionRecord
-from ..store import Store
-from ..study.runner import Progress as RunProgress
-from ..study.runner import ProgressFn
+if TYPE_CHECKING:  # types only: a command that shows no finding or selection loads neither
+    from ..report.finding import Finding
+    from ..selection.records import SelectionRecord
+    from ..store import Store
+    from ..study.runner import Progress as RunProgress
+    from ..study.runner import ProgressFn
 
 #: above this many episodes the finding is left to ``toolbias report`` (its bootstrap takes a while)
 FINDING_MAX_EPISODES = 20_000
@@ -62,6 +65,13 @@ class ProgressLines:
         if ran and p.total > p.done:
             parts.append(f"eta {_duration((p.total - p.done) * elapsed / ran)}")
         self.console.print(", ".join(parts), highlight=False, soft_wrap=True)
+
+
+def stdout_console() -> Console:
+    """Rich console for stdout; piped output gets a wide page instead of 80 columns."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=160)
 
 
 def _duration(seconds: float) -> str:
@@ -132,6 +142,8 @@ def finding_of(store: Store, study: str, baseline: str = "native") -> Finding | 
         if len(rows) == FINDING_MAX_EPISODES:
             return None
         rows.append(r.__dict__)
+    from ..report.finding import study_finding
+
     return study_finding(rows, baseline=baseline)
 
 

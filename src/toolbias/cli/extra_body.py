@@ -4,13 +4,16 @@ provider's settings, so a study with other extras is another study."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from ..errors import ProviderError
+
+C = TypeVar("C")
 
 #: the model kinds that send HTTP request bodies (and so take extra fields)
 HTTP_KINDS = ("openai", "openai-responses", "anthropic")
@@ -49,4 +52,11 @@ def with_extra_body(options: dict[str, Any], text: str | None, model: str) -> di
     return {**options, "extra_body": body} if body is not None else options
 
 
-__all__ = ["HTTP_KINDS", "extra_body_option", "parse_extra_body", "with_extra_body"]
+def apply_extra_body(cfg: C, text: str | None) -> C:
+    """A study config (any dataclass with ``model`` and ``provider_options``) with ``--extra-body`` added."""
+    if text is None:
+        return cfg
+    return dataclasses.replace(cfg, provider_options=with_extra_body(dict(cfg.provider_options), text, cfg.model))
+
+
+__all__ = ["HTTP_KINDS", "apply_extra_body", "extra_body_option", "parse_extra_body", "with_extra_body"]

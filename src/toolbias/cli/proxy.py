@@ -7,37 +7,36 @@ import click
 from ..variants.codec import Control
 
 
-def register(group: click.Group) -> None:
-    @group.command("proxy")
-    @click.option("--upstream", required=True, multiple=True,
-                  help="the model server's OpenAI-compatible base URL (repeat to share load)")
-    @click.option("--variant", required=True, help="a registered variant name or a variant spec file (*.json)")
-    @click.option("--catalog", help="build the variant on this catalog's domain that holds the agent's tools "
-                  "(its classes and cut points) instead of on the request's own tool list")
-    @click.option("--host", default="127.0.0.1", show_default=True)
-    @click.option("--port", type=int, default=8400, show_default=True, help="0: any free port")
-    @click.option("--store", help="SQLite file for every conversation's decoded calls [default: none]")
-    @click.option("--study", help="study name in the store [default: proxy|<variant>]")
-    @click.option("--model", help="upstream model name [default: the one each request names]")
-    @click.option("--api-key", envvar="OPENAI_API_KEY", help="upstream key [env OPENAI_API_KEY]")
-    @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True,
-                  help="strict: off-schema calls go back to the model as errors; lenient: unambiguous ones run")
-    @click.option("--instructions", is_flag=True, help="append the variant's instruction to system messages")
-    @click.option("--max-rounds", type=click.IntRange(min=1), default=16, show_default=True,
-                  help="upstream requests per agent turn (protocol replies and rejections)")
-    @click.option("--retries", type=click.IntRange(min=1), default=3, show_default=True,
-                  help="attempts per upstream request on transient errors")
-    @click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds per upstream request")
-    def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host: str, port: int,
-                  store: str | None, study: str | None, model: str | None, api_key: str | None, control: str,
-                  instructions: bool, max_rounds: int, retries: int, timeout: float) -> None:
-        """Serve VARIANT to the model at --upstream; agents connect here and see native tools."""
-        from ..proxy import ProxyConfig, ProxyServer
+@click.command("proxy")
+@click.option("--upstream", required=True, multiple=True,
+              help="the model server's OpenAI-compatible base URL (repeat to share load)")
+@click.option("--variant", required=True, help="a registered variant name or a variant spec file (*.json)")
+@click.option("--catalog", help="build the variant on this catalog's domain that holds the agent's tools "
+              "(its classes and cut points) instead of on the request's own tool list")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8400, show_default=True, help="0: any free port")
+@click.option("--store", help="SQLite file for every conversation's decoded calls [default: none]")
+@click.option("--study", help="study name in the store [default: proxy|<variant>]")
+@click.option("--model", help="upstream model name [default: the one each request names]")
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="upstream key [env OPENAI_API_KEY]")
+@click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True,
+              help="strict: off-schema calls go back to the model as errors; lenient: unambiguous ones run")
+@click.option("--instructions", is_flag=True, help="append the variant's instruction to system messages")
+@click.option("--max-rounds", type=click.IntRange(min=1), default=16, show_default=True,
+              help="upstream requests per agent turn (protocol replies and rejections)")
+@click.option("--retries", type=click.IntRange(min=1), default=3, show_default=True,
+              help="attempts per upstream request on transient errors")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds per upstream request")
+def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host: str, port: int,
+              store: str | None, study: str | None, model: str | None, api_key: str | None, control: str,
+              instructions: bool, max_rounds: int, retries: int, timeout: float) -> None:
+    """Serve VARIANT to the model at --upstream; agents connect here and see native tools."""
+    from ..proxy import ProxyConfig, ProxyServer
 
-        config = ProxyConfig(upstream=upstream, variant=variant, catalog=catalog, model=model, api_key=api_key,
-                             control=Control(control), instructions=instructions, max_rounds=max_rounds,
-                             retries=retries, timeout=timeout, study=study)
-        server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
-        click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> {', '.join(upstream)}", err=True)
-        click.echo(f"READY {server.base_url}", err=True)
-        server.run()
+    config = ProxyConfig(upstream=upstream, variant=variant, catalog=catalog, model=model, api_key=api_key,
+                         control=Control(control), instructions=instructions, max_rounds=max_rounds,
+                         retries=retries, timeout=timeout, study=study)
+    server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
+    click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> {', '.join(upstream)}", err=True)
+    click.echo(f"READY {server.base_url}", err=True)
+    server.run()

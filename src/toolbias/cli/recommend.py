@@ -10,101 +10,101 @@ from rich.console import Console
 from rich.table import Table
 
 from ..store import Store
+from ..study.defaults import study_config
 from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..variants.codec import Control
-from .extra_body import extra_body_option, with_extra_body
-from .report import _stdout_console
+from .display import stdout_console
+from .extra_body import apply_extra_body, extra_body_option
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 
-def register(group: click.Group) -> None:
-    @group.command("recommend")
-    @click.option("--model", default="local", show_default=True, envvar="TOOLBIAS_MODEL")
-    @click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s)")
-    @click.option("--catalog", default="builtin", show_default=True)
-    @click.option("--variants", default="representative", show_default=True, help="candidates")
-    @click.option("--sample", type=int, default=36, show_default=True,
-                  help="paired stratified sample: the tasks the finalists play")
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
-    @click.option("--store", default="recommend.db", show_default=True)
-    @click.option("--concurrency", type=int, default=8, show_default=True)
-    @click.option("--halving/--no-halving", default=True, show_default=True,
-                  help="successive halving (the better half of the candidates plays twice the tasks, until two "
-                       "finalists play the whole sample); --no-halving plays every candidate on every task")
-    @click.option("--export", "export_dir", help="write the chosen variant (variant.json for `toolbias proxy "
-                  "--variant`, tools.json, recommendation.json) into this directory")
-    @click.option("--json", "as_json", is_flag=True)
-    @extra_body_option()
-    def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
-                      control: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
-                      as_json: bool, extra_body: str | None) -> None:
-        """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
-        cfg = StudyConfig(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed,
-                          control=Control(control), concurrency=concurrency,
-                          study=f"recommend|{model}|{control}|{sample}|{seed}",
-                          provider_options=with_extra_body({"base_urls": list(base_url)} if base_url else {},
-                                                           extra_body, model))
-        err = Console(stderr=True)
-        if not halving:
-            _full(cfg, store, seed, sample, export_dir, as_json)
-            return
+@click.command("recommend")
+@model_option(default="local")
+@base_url_option
+@click.option("--catalog", default="builtin", show_default=True)
+@click.option("--variants", default="representative", show_default=True, help="candidates")
+@click.option("--sample", type=int, default=36, show_default=True,
+              help="paired stratified sample: the tasks the finalists play")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
+@store_option("recommend.db")
+@concurrency_option
+@click.option("--halving/--no-halving", default=True, show_default=True,
+              help="successive halving (the better half of the candidates plays twice the tasks, until two "
+                   "finalists play the whole sample); --no-halving plays every candidate on every task")
+@click.option("--export", "export_dir", help="write the chosen variant (variant.json for `toolbias proxy "
+              "--variant`, tools.json, recommendation.json) into this directory")
+@click.option("--json", "as_json", is_flag=True)
+@extra_body_option()
+def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
+                  control: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
+                  as_json: bool, extra_body: str | None) -> None:
+    """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
+    cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
+                       concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}",
+                       base_urls=base_url)
+    cfg = apply_extra_body(cfg, extra_body)
+    err = Console(stderr=True)
+    if not halving:
+        _full(cfg, store, seed, sample, export_dir, as_json)
+        return
 
-        def progress(r: Round) -> None:
-            left = [v for v in r.candidates if v not in r.kept]
-            err.print(f"round {r.index}: {len(r.candidates)} candidates on {r.tasks} tasks"
-                      + (f"; out: {', '.join(left)}" if left else ""))
+    def progress(r: Round) -> None:
+        left = [v for v in r.candidates if v not in r.kept]
+        err.print(f"round {r.index}: {len(r.candidates)} candidates on {r.tasks} tasks"
+                  + (f"; out: {', '.join(left)}" if left else ""))
 
-        with Store(store) as st:
-            result = successive_halving(cfg, st, seed=seed,
-                                        on_round=None if as_json else progress)
-        paths = export_variant(result.choice, cfg, export_dir, result) if export_dir else []
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2))
-            return
-        _print_halving(result, model, catalog)
-        for p in paths:
-            click.echo(f"wrote {p}")
+    with Store(store) as st:
+        result = successive_halving(cfg, st, seed=seed,
+                                    on_round=None if as_json else progress)
+    paths = export_variant(result.choice, cfg, export_dir, result) if export_dir else []
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    _print_halving(result, model, catalog)
+    for p in paths:
+        click.echo(f"wrote {p}")
 
-    def _print_halving(result: HalvingResult, model: str, catalog: str) -> None:
-        n = max(r.n for r in result.ranking)
-        table = Table(title=f"{model} on {catalog}: successive halving, finalists on {n} paired tasks",
-                      title_justify="left")
-        for col in ("rank", "variant", "functions", "tasks", "success [95% CI]", "left in round"):
-            table.add_column(col, justify="left" if col == "variant" else "right")
-        for i, r in enumerate(result.ranking, 1):
-            table.add_row(str(i), r.variant, f"{r.functions} ({r.ratio:.2f}x)", str(r.n),
-                          f"{100 * r.success:.0f}% [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]",
-                          "finalist" if r.eliminated_in is None else str(r.eliminated_in))
-        _stdout_console().print(table)
-        lead = ""
-        if result.lead is not None:
-            finalists = [r.variant for r in result.ranking if r.eliminated_in is None]
-            est, lo, hi = result.lead
-            lead = f"; lead over {finalists[1]}: {100 * est:+.0f} points [{100 * lo:+.0f}, {100 * hi:+.0f}]"
-        click.echo(f"recommended: {result.choice} (best in {100 * result.p_best:.0f}% of task resamples{lead})")
-        click.echo(f"episodes played: {result.episodes} of {result.episodes_full} for every candidate on every task")
+def _print_halving(result: HalvingResult, model: str, catalog: str) -> None:
+    n = max(r.n for r in result.ranking)
+    table = Table(title=f"{model} on {catalog}: successive halving, finalists on {n} paired tasks",
+                  title_justify="left")
+    for col in ("rank", "variant", "functions", "tasks", "success [95% CI]", "left in round"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for i, r in enumerate(result.ranking, 1):
+        table.add_row(str(i), r.variant, f"{r.functions} ({r.ratio:.2f}x)", str(r.n),
+                      f"{100 * r.success:.0f}% [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]",
+                      "finalist" if r.eliminated_in is None else str(r.eliminated_in))
+    stdout_console().print(table)
+    lead = ""
+    if result.lead is not None:
+        finalists = [r.variant for r in result.ranking if r.eliminated_in is None]
+        est, lo, hi = result.lead
+        lead = f"; lead over {finalists[1]}: {100 * est:+.0f} points [{100 * lo:+.0f}, {100 * hi:+.0f}]"
+    click.echo(f"recommended: {result.choice} (best in {100 * result.p_best:.0f}% of task resamples{lead})")
+    click.echo(f"episodes played: {result.episodes} of {result.episodes_full} for every candidate on every task")
 
-    def _full(cfg: StudyConfig, store: str, seed: int, sample: int, export_dir: str | None, as_json: bool) -> None:
-        study = build_study(cfg)
-        with Store(store) as st:
-            asyncio.run(run_study_async(study, st))  # checks the model first, in the same event loop
-            ranked = rank_variants(study, st, seed=seed)
-        paths = export_variant(ranked[0].variant, cfg, export_dir) if export_dir else []
-        if as_json:
-            click.echo(json.dumps([r.to_dict() for r in ranked], indent=2))
-            return
-        table = Table(title=f"{cfg.model} on {cfg.catalog}: {sample} paired tasks per variant")
-        for col in ("variant", "functions", "success [95% CI]", "vs best [95% CI]", ""):
-            table.add_column(col)
-        for r in ranked:
-            table.add_row(r.variant, f"{r.functions} ({r.ratio:.2f}x)",
-                          f"{100 * r.success:.0f}% [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]",
-                          f"{100 * r.diff_to_best:+.0f} [{100 * r.diff_ci_low:+.0f}, {100 * r.diff_ci_high:+.0f}]",
-                          "best" if r is ranked[0] else ("tied" if r.tied_with_best else ""))
-        Console().print(table)
-        tied = [r.variant for r in ranked if r.tied_with_best]
-        click.echo(f"recommended: {ranked[0].variant}" +
-                   (f" (statistically tied at n={sample}: {', '.join(tied[1:])})" if len(tied) > 1 else ""))
-        for p in paths:
-            click.echo(f"wrote {p}")
+def _full(cfg: StudyConfig, store: str, seed: int, sample: int, export_dir: str | None, as_json: bool) -> None:
+    study = build_study(cfg)
+    with Store(store) as st:
+        asyncio.run(run_study_async(study, st))  # checks the model first, in the same event loop
+        ranked = rank_variants(study, st, seed=seed)
+    paths = export_variant(ranked[0].variant, cfg, export_dir) if export_dir else []
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in ranked], indent=2))
+        return
+    table = Table(title=f"{cfg.model} on {cfg.catalog}: {sample} paired tasks per variant")
+    for col in ("variant", "functions", "success [95% CI]", "vs best [95% CI]", ""):
+        table.add_column(col)
+    for r in ranked:
+        table.add_row(r.variant, f"{r.functions} ({r.ratio:.2f}x)",
+                      f"{100 * r.success:.0f}% [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]",
+                      f"{100 * r.diff_to_best:+.0f} [{100 * r.diff_ci_low:+.0f}, {100 * r.diff_ci_high:+.0f}]",
+                      "best" if r is ranked[0] else ("tied" if r.tied_with_best else ""))
+    Console().print(table)
+    tied = [r.variant for r in ranked if r.tied_with_best]
+    click.echo(f"recommended: {ranked[0].variant}" +
+               (f" (statistically tied at n={sample}: {', '.join(tied[1:])})" if len(tied) > 1 else ""))
+    for p in paths:
+        click.echo(f"wrote {p}")

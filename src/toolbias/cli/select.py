@@ -6,7 +6,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,14 @@ from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
-from ..selection.records import GroupKey, SelectionRecord
+from ..selection.records import GroupKey
 from ..selection.results import one_group, store_reports
 from ..selection.runner import RunSummary, report_of
 from ..selection.selector import make_selection_model
 from ..selection.settings import PAPER, TOOL_CHOICES, RunSettings
 from ..selection.store import SelectionStore
 from .display import trials_progress
+from .options import base_url_option, concurrency_option, model_option, store_option
 
 DEFAULT_STORE = "toolbias.db"  # the study file shared with schema episodes (separate tables)
 #: kept so tests (and users) can swap how model specs are resolved
@@ -143,13 +143,13 @@ def _settings(options: dict[str, Any]) -> RunSettings:
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s) [env OPENAI_BASE_URL]"),
+        base_url_option,
         click.option("--benchmark", default="builtin", show_default=True,
                      help="builtin, biasbusters:DIR, or a benchmark JSON file"),
         click.option("--queries", type=int, help="only the first N queries of each cluster"),
         click.option("--clusters", help="only these cluster ids (comma-separated)"),
-        click.option("--store", default=DEFAULT_STORE, show_default=True, help="SQLite results file"),
-        click.option("--concurrency", type=int, default=8, show_default=True),
+        store_option(DEFAULT_STORE, help="SQLite results file"),
+        concurrency_option,
         click.option("--cache", help="response cache file (SQLite); off by default"),
         click.option("--json", "as_json", is_flag=True, help="print JSON"),
     ]
@@ -180,585 +180,572 @@ def _groups(store: str, rule: str = "exact", **filters: Any) -> dict[GroupKey, B
     return store_reports(store, rule=rule, **filters)
 
 
-def register(group: click.Group) -> None:
-    @group.group("select")
-    def select() -> None:
-        """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
+@click.group("select")
+def select() -> None:
+    """Tool-selection bias among functionally equivalent tools (BiasBusters)."""
 
-    _register_paper(select)
-    _register_corpus(select)
-    _register_build(select)
 
-    @select.command("benchmark")
-    @click.option("--benchmark", default="builtin", show_default=True,
-                  help="builtin, biasbusters:DIR, or a benchmark JSON file")
-    @click.option("--export", "export_path", help="write the benchmark as JSON (the built-in format)")
-    @click.option("--json", "as_json", is_flag=True)
-    def benchmark_cmd(benchmark: str, export_path: str | None, as_json: bool) -> None:
-        """Show a selection benchmark's clusters (or export it)."""
-        bench = load_benchmark(benchmark)
-        if export_path:
-            Path(export_path).write_text(json.dumps(bench.to_dict(), indent=1, ensure_ascii=False) + "\n",
-                                         encoding="utf-8")
-            click.echo(f"wrote {len(bench)} clusters to {export_path}")
+@select.command("benchmark")
+@click.option("--benchmark", default="builtin", show_default=True,
+              help="builtin, biasbusters:DIR, or a benchmark JSON file")
+@click.option("--export", "export_path", help="write the benchmark as JSON (the built-in format)")
+@click.option("--json", "as_json", is_flag=True)
+def benchmark_cmd(benchmark: str, export_path: str | None, as_json: bool) -> None:
+    """Show a selection benchmark's clusters (or export it)."""
+    bench = load_benchmark(benchmark)
+    if export_path:
+        Path(export_path).write_text(json.dumps(bench.to_dict(), indent=1, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+        click.echo(f"wrote {len(bench)} clusters to {export_path}")
+        return
+    if as_json:
+        click.echo(json.dumps([{"id": c.id, "name": c.name, "k": c.k, "queries": len(c.queries),
+                                "tools": list(c.names)} for c in bench], indent=2))
+        return
+    table = Table(title=f"benchmark {bench.name}: {len(bench)} clusters")
+    for col in ("cluster", "k", "queries", "tools (canonical order)"):
+        table.add_column(col)
+    for c in bench:
+        table.add_row(c.id, str(c.k), str(len(c.queries)), ", ".join(c.names))
+    Console().print(table)
+
+@select.command("prompt")
+@click.option("--benchmark", default="builtin", show_default=True)
+@click.option("--cluster", required=True, help="cluster id")
+@click.option("--query", "query_index", type=int, default=0, show_default=True, help="query index (0-based)")
+@click.option("--rotation", type=int, default=0, show_default=True, help="cyclic rotation r: API r+1 first")
+@click.option("--json", "as_json", is_flag=True, help="the whole request (messages, tools, tool_choice)")
+@_setting_options
+def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as_json: bool,
+               **options: Any) -> None:
+    """Print the exact prompt of one trial (toolbench: the text the paper's text-mode models received)."""
+    req = study.trial_request(load_benchmark(benchmark), cluster, query_index, rotation, _settings(options))
+    if as_json:
+        click.echo(json.dumps({"messages": req.messages, "tools": req.tools, "tool_choice": req.tool_choice,
+                               "shown": list(req.shown)}, indent=2, ensure_ascii=False))
+        return
+    for m in req.messages:
+        if m["role"] == "system" and not m["content"]:
+            continue
+        if len(req.messages) > 1 and not (req.messages[0]["role"] == "system" and not req.messages[0]["content"]):
+            sys.stdout.write(f"--- {m['role']} ---\n")
+        sys.stdout.write(str(m["content"]))
+    if req.tools:
+        sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
+
+@select.command("run")
+@model_option(required=True,
+              help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
+                   "contains=TEXT, random=SEED)")
+@click.option("--condition", default="base", show_default=True,
+              help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
+@click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
+@click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
+@click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
+@click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
+              help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+@click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
+              help="cyclic rotations, or as many independent seeded shuffles per query")
+@_model_options
+def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
+            k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
+            clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
+            **options: Any) -> None:
+    """Run a model on every query in every cyclic rotation; store and report the selections.
+
+    Lists of temperatures, top-p values and K run one result group each. Re-running the same command
+    resumes: stored answers are kept, infrastructure errors retried.
+    """
+    bench = _bench(benchmark, queries, clusters)
+    provider = _provider(model, base_url, concurrency, cache)
+
+    def group_done(group: study.SweepGroup) -> None:
+        _console().print(_summary_line(group.summary), highlight=False)
+        if group.summary.errors:
+            _console().print(f"[yellow]{group.summary.errors} trials hit infrastructure errors; re-run the "
+                             "same command to retry them[/]")
+
+    with SelectionStore(store) as st:
+        groups = study.run_sweep(
+            provider, bench, _settings(options), store=st, condition=condition,
+            temperatures=_floats(temperatures, "--temperatures"), top_ps=_floats(top_ps, "--top-ps"),
+            ks=[int(k) for k in _floats(ks, "--k")], k_order=k_order, order=order, concurrency=concurrency,
+            progress=lambda label, total: trials_progress(_console(), total, label), on_group=group_done)
+    results = [(g.settings, g.records, g.summary) for g in groups]
+    reports = {}
+    for _setting, records, summary in results:
+        if any(r.ok for r in records):
+            key = records[0].group
+            reports[key.label] = report_of(records, label=key.label)
+        elif as_json and len(results) == 1:
+            click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
             return
-        if as_json:
-            click.echo(json.dumps([{"id": c.id, "name": c.name, "k": c.k, "queries": len(c.queries),
-                                    "tools": list(c.names)} for c in bench], indent=2))
-            return
-        table = Table(title=f"benchmark {bench.name}: {len(bench)} clusters")
-        for col in ("cluster", "k", "queries", "tools (canonical order)"):
-            table.add_column(col)
-        for c in bench:
-            table.add_row(c.id, str(c.k), str(len(c.queries)), ", ".join(c.names))
-        Console().print(table)
+    if len(reports) == 1:
+        label, rep = next(iter(reports.items()))
+        _emit(rep, as_json, title=label)
+    elif as_json:
+        click.echo(json.dumps({"groups": {k: v.to_dict() for k, v in reports.items()}}, indent=2))
+    else:
+        for label, rep in reports.items():
+            Console().print(report_table(rep, label))
 
-    @select.command("prompt")
-    @click.option("--benchmark", default="builtin", show_default=True)
-    @click.option("--cluster", required=True, help="cluster id")
-    @click.option("--query", "query_index", type=int, default=0, show_default=True, help="query index (0-based)")
-    @click.option("--rotation", type=int, default=0, show_default=True, help="cyclic rotation r: API r+1 first")
-    @click.option("--json", "as_json", is_flag=True, help="the whole request (messages, tools, tool_choice)")
-    @_setting_options
-    def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as_json: bool,
-                   **options: Any) -> None:
-        """Print the exact prompt of one trial (toolbench: the text the paper's text-mode models received)."""
-        req = study.trial_request(load_benchmark(benchmark), cluster, query_index, rotation, _settings(options))
-        if as_json:
-            click.echo(json.dumps({"messages": req.messages, "tools": req.tools, "tool_choice": req.tool_choice,
-                                   "shown": list(req.shown)}, indent=2, ensure_ascii=False))
-            return
-        for m in req.messages:
-            if m["role"] == "system" and not m["content"]:
-                continue
-            if len(req.messages) > 1 and not (req.messages[0]["role"] == "system" and not req.messages[0]["content"]):
-                sys.stdout.write(f"--- {m['role']} ---\n")
-            sys.stdout.write(str(m["content"]))
-        if req.tools:
-            sys.stdout.write("\n--- tools ---\n" + json.dumps(req.tools, indent=2, ensure_ascii=False) + "\n")
+@select.command("metrics")
+@click.argument("records", required=False)
+@click.option("--store", help="read a store instead of a records file")
+@_group_options
+@click.option("--parse", "rule", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
+              help="exact: whole names; paper: the paper's substring reading of the same answers")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool, **filters: Any) -> None:
+    """Bias metrics of a records file (JSONL) or of a store, one report per result group.
 
-    @select.command("run")
-    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL",
-                  help="openai:<model>, local, ..., or chooser:RULE (offline: first, last, position=N, "
-                       "contains=TEXT, random=SEED)")
-    @click.option("--condition", default="base", show_default=True,
-                  help=f"base, a perturbation ({', '.join(CONDITIONS)}), names:FILE or desc_swap:FILE")
-    @click.option("--temperatures", help="sweep: comma list of temperatures (one result group each)")
-    @click.option("--top-ps", help="sweep: comma list of top-p values (one result group each)")
-    @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
-    @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
-                  help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
-    @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
-                  help="cyclic rotations, or as many independent seeded shuffles per query")
-    @_model_options
-    def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
-                k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
-                clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
-                **options: Any) -> None:
-        """Run a model on every query in every cyclic rotation; store and report the selections.
+    Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
+    tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
+    unparsed). A store's records form groups (model, benchmark, presentation, prompt, condition,
+    temperature, top-p, tool_choice) that are never pooled: one report per group (--json:
+    {"groups": {label: report}}) unless the filters leave one.
+    """
+    if bool(records) == bool(store):
+        raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
+    if records:
+        sels, unparsed = read_records(records)
+        _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
+        return
+    assert store is not None
+    reports = _groups(store, rule, **filters)
+    if len(reports) == 1:
+        key, rep = next(iter(reports.items()))
+        _emit(rep, as_json, title=key.label)
+    elif as_json:
+        click.echo(json.dumps({"groups": {k.label: v.to_dict() for k, v in reports.items()}}, indent=2))
+    else:
+        for key, rep in reports.items():
+            Console().print(report_table(rep, key.label))
 
-        Lists of temperatures, top-p values and K run one result group each. Re-running the same command
-        resumes: stored answers are kept, infrastructure errors retried.
-        """
-        bench = _bench(benchmark, queries, clusters)
-        base_settings = _settings(options)
-        sweep = base_settings.sweep(temperatures=_floats(temperatures, "--temperatures"),
-                                    top_ps=_floats(top_ps, "--top-ps"))
-        provider = _provider(model, base_url, concurrency, cache)
-        results: list[tuple[RunSettings, list[SelectionRecord], RunSummary]] = []
-        with SelectionStore(store) as st:
-            benches = [bench]
-            if ks:
-                rates = study.base_rates(st, provider, bench, base_settings) if k_order != "random" else None
-                benches = study.k_subsets(bench, [int(k) for k in _floats(ks, "--k")], k_order, rates=rates,
-                                          seed=base_settings.seed or 0)
-            for b in benches:
-                for settings in sweep:
-                    label = f"{provider.spec} {b.name} {settings.presentation}/{condition} T={settings.temperature:g}"
-                    with trials_progress(_console(), study.planned(b, settings), label) as on_record:
-                        records, summary = study.in_session([provider], partial(
-                            study.arun, provider, b, settings, store=st, condition=condition,
-                            concurrency=concurrency, on_record=on_record, order=order))
-                    results.append((settings, records, summary))
-                    _console().print(_summary_line(summary), highlight=False)
-                    if summary.errors:
-                        _console().print(f"[yellow]{summary.errors} trials hit infrastructure errors; re-run the "
-                                         "same command to retry them[/]")
-        reports = {}
-        for _setting, records, summary in results:
-            if any(r.ok for r in records):
-                key = records[0].group
-                reports[key.label] = report_of(records, label=key.label)
-            elif as_json and len(results) == 1:
-                click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
-                return
-        if len(reports) == 1:
-            label, rep = next(iter(reports.items()))
-            _emit(rep, as_json, title=label)
-        elif as_json:
-            click.echo(json.dumps({"groups": {k: v.to_dict() for k, v in reports.items()}}, indent=2))
-        else:
-            for label, rep in reports.items():
-                Console().print(report_table(rep, label))
+@select.command("export")
+@store_option(DEFAULT_STORE)
+@click.option("-o", "--output", required=True, help="JSONL file of documented records")
+@click.option("--model")
+@click.option("--benchmark")
+@click.option("--condition")
+@click.option("--presentation")
+@click.option("--full", is_flag=True, help="full records (query, order, settings, model output) instead of "
+                                           "the metrics format")
+def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
+               presentation: str | None, full: bool) -> None:
+    """Export stored selections as JSON Lines (the `select metrics` record format)."""
+    with SelectionStore(store) as st:
+        recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
+                                      presentation=presentation) if r.status.value != "error"]
+    groups = {r.group for r in recs}
+    if len(groups) > 1 and not full:
+        raise ToolbiasError(f"the records form {len(groups)} result groups; the metrics format cannot tell them "
+                            "apart", fix="narrow with --model/--condition/--presentation, or export --full")
+    with open(output, "w", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r.to_dict() if full else r.to_metrics_dict(), ensure_ascii=False) + "\n")
+    click.echo(f"wrote {len(recs)} records to {output}")
 
-    @select.command("metrics")
-    @click.argument("records", required=False)
-    @click.option("--store", help="read a store instead of a records file")
-    @_group_options
-    @click.option("--parse", "rule", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
-                  help="exact: whole names; paper: the paper's substring reading of the same answers")
-    @click.option("--json", "as_json", is_flag=True, help="print JSON")
-    def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool, **filters: Any) -> None:
-        """Bias metrics of a records file (JSONL) or of a store, one report per result group.
+@select.command("agreement")
+@click.argument("records", nargs=-1)
+@click.option("--store", help="compare the models of a store")
+@_group_options
+@click.option("--json", "as_json", is_flag=True)
+def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **filters: Any) -> None:
+    """Cross-model agreement: correlation of per-tool selection rates (records files or a store).
 
-        Each JSONL line: {"run", "cluster", "query", "api", "position", "k"} (api: 0-based index of the chosen
-        tool in the cluster's canonical order; position: 0-based index in the presented list; api null =
-        unparsed). A store's records form groups (model, benchmark, presentation, prompt, condition,
-        temperature, top-p, tool_choice) that are never pooled: one report per group (--json:
-        {"groups": {label: report}}) unless the filters leave one.
-        """
-        if bool(records) == bool(store):
-            raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
-        if records:
-            sels, unparsed = read_records(records)
-            _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
-            return
+    Only groups that differ in the model alone are compared."""
+    rates: dict[str, dict[str, Any]] = {}
+    for path in records:
+        sels, unparsed = read_records(path)
+        rates[Path(path).stem] = dict(bias_report(sels, n_unparsed=unparsed).api_rates())
+    if store:
+        filters["condition"] = filters.get("condition") or "base"
+        reports = _groups(store, **filters)
+        settings = {k.label.split(" | ", 1)[1] for k in reports}
+        if len(settings) > 1:
+            raise ToolbiasError(f"the store's groups differ in more than the model: {sorted(settings)}",
+                                fix="narrow with --benchmark, --presentation, --prompt, --temperature, "
+                                    "--top-p or --tool-choice")
+        for key, rep in reports.items():
+            rates[key.model] = dict(rep.api_rates())
+    result = agreement(rates)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    table = Table(title=f"cross-model agreement over {result.n_tools} tools")
+    for col in ("models", "Pearson", "Spearman"):
+        table.add_column(col)
+    for (a, b), v in result.pearson.items():
+        table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
+    table.add_section()
+    table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
+    Console().print(table)
+
+@select.command("explain")
+@click.argument("records", required=False)
+@click.option("--store", help="take the selection rates from a store's base runs")
+@click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
+                                            "rates (final_features_subtract_mean.json or final_features.json)")
+@click.option("--model", help="the model whose rates to explain (store; default: the only one)")
+@click.option("--benchmark", default="builtin", show_default=True,
+              help="the benchmark the records were run on (its metadata gives the features)")
+@click.option("--presentation", help="only this presentation (store)")
+@click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
+              show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
+                                      "project's features (promotional words, exposure, standardised models)")
+@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
+              help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+@click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
+                presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
+                as_json: bool) -> None:
+    """Explain selection rates by tool features (linear regression and random forest)."""
+    from ..selection import paper_features as pf
+    from ..selection.features import explain
+
+    if sum(bool(x) for x in (records, store, table_path)) != 1:
+        raise ToolbiasError("give one of: a records file, --store or --table")
+    if table_path:
+        _print_paper_explanations(pf.explain_table(table_path), as_json)
+        return
+    bench = load_benchmark(benchmark)
+    if records:
+        sels, unparsed = read_records(records)
+        rep = bias_report(sels, n_unparsed=unparsed)
+        who = Path(records).stem
+    else:
         assert store is not None
-        reports = _groups(store, rule, **filters)
-        if len(reports) == 1:
-            key, rep = next(iter(reports.items()))
-            _emit(rep, as_json, title=key.label)
-        elif as_json:
-            click.echo(json.dumps({"groups": {k.label: v.to_dict() for k, v in reports.items()}}, indent=2))
-        else:
-            for key, rep in reports.items():
-                Console().print(report_table(rep, key.label))
+        key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
+                                     presentation=presentation), "explain")
+        who = key.model
+    if feature_set == "paper":
+        result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+        _print_paper_explanations({who: result}, as_json)
+        return
+    old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
+    if as_json:
+        click.echo(json.dumps(old.to_dict(), indent=2, default=str))
+        return
+    table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
+    for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
+        table.add_column(col)
+    for f in old.features:
+        c = old.correlations[f]
+        imp = old.permutation_importance[f]
+        table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
+                      f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
+    Console().print(table)
+    click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
+               f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
+    if old.absent:
+        click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
 
-    @select.command("export")
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("-o", "--output", required=True, help="JSONL file of documented records")
-    @click.option("--model")
-    @click.option("--benchmark")
-    @click.option("--condition")
-    @click.option("--presentation")
-    @click.option("--full", is_flag=True, help="full records (query, order, settings, model output) instead of "
-                                               "the metrics format")
-    def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
-                   presentation: str | None, full: bool) -> None:
-        """Export stored selections as JSON Lines (the `select metrics` record format)."""
-        with SelectionStore(store) as st:
-            recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
-                                          presentation=presentation) if r.status.value != "error"]
-        groups = {r.group for r in recs}
-        if len(groups) > 1 and not full:
-            raise ToolbiasError(f"the records form {len(groups)} result groups; the metrics format cannot tell them "
-                                "apart", fix="narrow with --model/--condition/--presentation, or export --full")
-        with open(output, "w", encoding="utf-8") as f:
-            for r in recs:
-                f.write(json.dumps(r.to_dict() if full else r.to_metrics_dict(), ensure_ascii=False) + "\n")
-        click.echo(f"wrote {len(recs)} records to {output}")
-
-    @select.command("agreement")
-    @click.argument("records", nargs=-1)
-    @click.option("--store", help="compare the models of a store")
-    @_group_options
-    @click.option("--json", "as_json", is_flag=True)
-    def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **filters: Any) -> None:
-        """Cross-model agreement: correlation of per-tool selection rates (records files or a store).
-
-        Only groups that differ in the model alone are compared."""
-        rates: dict[str, dict[str, Any]] = {}
-        for path in records:
-            sels, unparsed = read_records(path)
-            rates[Path(path).stem] = dict(bias_report(sels, n_unparsed=unparsed).api_rates())
-        if store:
-            filters["condition"] = filters.get("condition") or "base"
-            reports = _groups(store, **filters)
-            settings = {k.label.split(" | ", 1)[1] for k in reports}
-            if len(settings) > 1:
-                raise ToolbiasError(f"the store's groups differ in more than the model: {sorted(settings)}",
-                                    fix="narrow with --benchmark, --presentation, --prompt, --temperature, "
-                                        "--top-p or --tool-choice")
-            for key, rep in reports.items():
-                rates[key.model] = dict(rep.api_rates())
-        result = agreement(rates)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2))
-            return
-        table = Table(title=f"cross-model agreement over {result.n_tools} tools")
-        for col in ("models", "Pearson", "Spearman"):
-            table.add_column(col)
-        for (a, b), v in result.pearson.items():
-            table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
-        table.add_section()
-        table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
-        Console().print(table)
-
-    @select.command("explain")
-    @click.argument("records", required=False)
-    @click.option("--store", help="take the selection rates from a store's base runs")
-    @click.option("--table", "table_path", help="the paper's regression on a shared features table with selection "
-                                                "rates (final_features_subtract_mean.json or final_features.json)")
-    @click.option("--model", help="the model whose rates to explain (store; default: the only one)")
-    @click.option("--benchmark", default="builtin", show_default=True,
-                  help="the benchmark the records were run on (its metadata gives the features)")
-    @click.option("--presentation", help="only this presentation (store)")
-    @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
-                  show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
-                                          "project's features (promotional words, exposure, standardised models)")
-    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-                  help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
-    @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
-                    presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
-                    as_json: bool) -> None:
-        """Explain selection rates by tool features (linear regression and random forest)."""
-        from ..selection import paper_features as pf
-        from ..selection.features import explain
-
-        if sum(bool(x) for x in (records, store, table_path)) != 1:
-            raise ToolbiasError("give one of: a records file, --store or --table")
-        if table_path:
-            _print_paper_explanations(pf.explain_table(table_path), as_json)
-            return
-        bench = load_benchmark(benchmark)
-        if records:
-            sels, unparsed = read_records(records)
-            rep = bias_report(sels, n_unparsed=unparsed)
-            who = Path(records).stem
-        else:
-            assert store is not None
-            key, rep = one_group(_groups(store, model=model, benchmark=bench.name, condition="base",
-                                         presentation=presentation), "explain")
-            who = key.model
-        if feature_set == "paper":
-            result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
-            _print_paper_explanations({who: result}, as_json)
-            return
-        old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
-        if as_json:
-            click.echo(json.dumps(old.to_dict(), indent=2, default=str))
-            return
-        table = Table(title=f"features of {old.n_tools} tools (cluster-mean centred, similarity: {similarity})")
-        for col in ("feature", "Pearson r", "p", "linear coef (std.)", "RF permutation importance"):
-            table.add_column(col)
-        for f in old.features:
-            c = old.correlations[f]
-            imp = old.permutation_importance[f]
-            table.add_row(f, _fmt(c["r"]), _fmt(c["p"]), _fmt(old.linear_coefficients[f]),
-                          f"{_fmt(imp['mean'])} ± {_fmt(imp['std'])}")
-        Console().print(table)
-        click.echo(f"linear regression R² = {_fmt(old.linear_r2)}; random forest CV R² = "
-                   f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
-        if old.absent:
-            click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
-
-    def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
-        if as_json:
-            out = {m: r.to_dict() for m, r in results.items()}
-            click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
-            return
-        for m, r in results.items():
-            table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
-            table.add_column("feature", no_wrap=True)
-            for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
-                table.add_column(col, justify="right")
-            perm = r.forest.get("permutation_importance", {})
-            for f in r.features:
-                table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
-                              _fmt(r.correlations.get(f, {}).get("pearson")),
-                              _fmt(perm[f]["mean"]) if f in perm else "(left out)")
-            Console().print(table)
-            if "cv_r2" in r.forest:
-                click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
-
-    @select.command("perturb")
-    @click.option("--model", required=True, envvar="TOOLBIAS_MODEL")
-    @click.option("--conditions", default="all", show_default=True,
-                  help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
-    @click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
-    @_model_options
-    def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...], benchmark: str,
-                    queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
-                    as_json: bool, **options: Any) -> None:
-        """Run the base condition and metadata perturbations; report TV to base and to uniform."""
-        bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options)
-        provider = _provider(model, base_url, concurrency, cache)
-        names = study.expand_conditions(conditions)
-        with SelectionStore(store) as st:
-            result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
-                                                                         concurrency=concurrency))
-        for cond, summary in result.summaries.items():
-            _console().print(f"{cond}: {_summary_line(summary)}", highlight=False)
-        if figure_path:
-            figs.save(figs.perturbation_figure(result.effects, result.base), figure_path)
-        if as_json:
-            click.echo(json.dumps({"base": result.base.to_dict(), "conditions": [e.to_dict() for e in result.effects]},
-                                  indent=2))
-            return
-        table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
-        table.add_column("condition", no_wrap=True)
-        for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
+def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        out = {m: r.to_dict() for m, r in results.items()}
+        click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
+        return
+    for m, r in results.items():
+        table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
+        table.add_column("feature", no_wrap=True)
+        for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
             table.add_column(col, justify="right")
-        for e in result.effects:
-            table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
-                          f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
-                          _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
+        perm = r.forest.get("permutation_importance", {})
+        for f in r.features:
+            table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+                          _fmt(r.correlations.get(f, {}).get("pearson")),
+                          _fmt(perm[f]["mean"]) if f in perm else "(left out)")
         Console().print(table)
+        if "cv_r2" in r.forest:
+            click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
 
-    @select.command("mitigate")
-    @click.option("--filter-model", required=True, help="the model that filters the able candidates")
-    @click.option("--model", help="the selecting model for 'before' [default: the filter model]")
-    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
-                  help="toolbias: numbered list, JSON answer; paper: the paper's prompt and candidates "
-                       "[default: toolbias; --paper: paper]")
-    @click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
-                  help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
-                       "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
-    @_model_options
-    def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
-                     base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
-                     concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
-        """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
-        style = filter_style or ("paper" if options.get("paper") else "toolbias")
-        bench = _bench(benchmark, queries, clusters)
-        settings = _settings(options)
-        filt = _provider(filter_model, base_url, concurrency, cache)
-        chooser = filt if not model or model == filter_model else _provider(model, base_url, concurrency, cache)
-        with SelectionStore(store) as st:
-            result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
-                chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
-                filter_style=style, seed=settings.seed or 0))
-        _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
-        cov = result.coverage
-        if as_json:
-            click.echo(json.dumps({"before": result.before.to_dict(),
-                                   "after": result.after.to_dict() if result.after else None, "coverage": cov},
-                                  indent=2))
-            return
-        Console().print(report_table(result.before, result.before.label))
-        if result.after is not None:
-            Console().print(report_table(result.after, result.after.label))
-        else:
-            click.echo("after: no mitigated trial selected a tool")
-        click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
-                   f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
-        q = cov.get("filter_quality") or {}
-        if q:
-            click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
-                       f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
+@select.command("perturb")
+@model_option(required=True)
+@click.option("--conditions", default="all", show_default=True,
+              help=f"all and/or a comma list of: {', '.join(CONDITIONS)}, names:FILE, desc_swap:FILE")
+@click.option("--figure", "figure_path", help="write the perturbation figure (.png or .svg)")
+@_model_options
+def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: tuple[str, ...], benchmark: str,
+                queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
+                as_json: bool, **options: Any) -> None:
+    """Run the base condition and metadata perturbations; report TV to base and to uniform."""
+    bench = _bench(benchmark, queries, clusters)
+    settings = _settings(options)
+    provider = _provider(model, base_url, concurrency, cache)
+    names = study.expand_conditions(conditions)
+    with SelectionStore(store) as st:
+        result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
+                                                                     concurrency=concurrency))
+    for cond, summary in result.summaries.items():
+        _console().print(f"{cond}: {_summary_line(summary)}", highlight=False)
+    if figure_path:
+        figs.save(figs.perturbation_figure(result.effects, result.base), figure_path)
+    if as_json:
+        click.echo(json.dumps({"base": result.base.to_dict(), "conditions": [e.to_dict() for e in result.effects]},
+                              indent=2))
+        return
+    table = Table(title=f"metadata perturbations ({provider.spec}, base δ api {result.base.delta_api:.3f})")
+    table.add_column("condition", no_wrap=True)
+    for col in ("TV to base ± sd (clusters)", "sd over runs", "TV to uniform", "δ pos", "selections", "unparsed"):
+        table.add_column(col, justify="right")
+    for e in result.effects:
+        table.add_row(f"{e.condition} ({e.label})" if e.label != e.condition else e.condition,
+                      f"{_fmt(e.tv_to_base)} ± {_fmt(e.tv_to_base_std)}", _fmt(e.tv_to_base_run_std),
+                      _fmt(e.tv_to_uniform), _fmt(e.delta_pos), str(e.n_selections), str(e.n_unparsed))
+    Console().print(table)
 
-    @select.command("filter-eval")
-    @click.option("--filter-model", help="the filter model to evaluate")
-    @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
-                                        "ground truth is read beside it)")
-    @click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
-                  show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
-    @click.option("--set", "eval_set", default="builtin", show_default=True,
-                  help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
-    @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
-    @click.option("--per-cluster", type=int, default=20, show_default=True, help="built-in set: queries per cluster")
-    @click.option("--limit", type=int, help="only the first N examples")
-    @click.option("--base-url", multiple=True)
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("--concurrency", type=int, default=8, show_default=True)
-    @click.option("--max-tokens", type=int, default=256, show_default=True)
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--cache")
-    @click.option("--json", "as_json", is_flag=True)
-    def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
-                        benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
-                        concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
-        """Filter quality: micro precision, micro recall and exact match, overall and by K."""
-        from ..providers.base import GenerateConfig
-        from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
+@select.command("mitigate")
+@click.option("--filter-model", required=True, help="the model that filters the able candidates")
+@click.option("--model", help="the selecting model for 'before' [default: the filter model]")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
+              help="toolbias: numbered list, JSON answer; paper: the paper's prompt and candidates "
+                   "[default: toolbias; --paper: paper]")
+@click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
+              help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
+                   "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
+@_model_options
+def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
+                 base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
+                 concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
+    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
+    style = filter_style or ("paper" if options.get("paper") else "toolbias")
+    bench = _bench(benchmark, queries, clusters)
+    settings = _settings(options)
+    filt = _provider(filter_model, base_url, concurrency, cache)
+    chooser = filt if not model or model == filter_model else _provider(model, base_url, concurrency, cache)
+    with SelectionStore(store) as st:
+        result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
+            chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
+            filter_style=style, seed=settings.seed or 0))
+    _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
+    cov = result.coverage
+    if as_json:
+        click.echo(json.dumps({"before": result.before.to_dict(),
+                               "after": result.after.to_dict() if result.after else None, "coverage": cov},
+                              indent=2))
+        return
+    Console().print(report_table(result.before, result.before.label))
+    if result.after is not None:
+        Console().print(report_table(result.after, result.after.label))
+    else:
+        click.echo("after: no mitigated trial selected a tool")
+    click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
+               f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
+    q = cov.get("filter_quality") or {}
+    if q:
+        click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
+                   f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
 
-        if bool(filter_model) == bool(predictions):
-            raise ToolbiasError("give either --filter-model or --predictions")
-        if predictions:
-            _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
-            return
-        assert filter_model is not None
-        if eval_set == "builtin":
-            examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
-            set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
-        elif eval_set.startswith("biasbusters:"):
-            path = eval_set.partition(":")[2]
-            examples = load_biasbusters_filter_set(path)
-            set_name = f"biasbusters:{Path(path).name}"
-        else:
-            raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
-        examples = examples[:limit] if limit else examples
-        filt = _provider(filter_model, base_url, concurrency, cache)
-        config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
-        with SelectionStore(store) as st:
-            scores, rows = study.in_session([filt], lambda: aevaluate_filter(
-                filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
-                filter_style=filter_style))
-        errors = sum(1 for r in rows if r["status"] == "error")
-        if errors:
-            _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
-        _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
+@select.command("filter-eval")
+@click.option("--filter-model", help="the filter model to evaluate")
+@click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
+                                    "ground truth is read beside it)")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
+              show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
+@click.option("--set", "eval_set", default="builtin", show_default=True,
+              help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
+@click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
+@click.option("--per-cluster", type=int, default=20, show_default=True, help="built-in set: queries per cluster")
+@click.option("--limit", type=int, help="only the first N examples")
+@base_url_option
+@store_option(DEFAULT_STORE)
+@concurrency_option
+@click.option("--max-tokens", type=int, default=256, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cache")
+@click.option("--json", "as_json", is_flag=True)
+def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
+                    benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
+                    concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
+    """Filter quality: micro precision, micro recall and exact match, overall and by K."""
+    from ..providers.base import GenerateConfig
+    from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
 
-    def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
-        if as_json:
-            click.echo(json.dumps(scores.to_dict(), indent=2))
-            return
-        table = Table(title=f"filter quality of {what}")
-        for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
-            table.add_column(col)
-        table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),
-                      _fmt(scores.exact_match), str(scores.n_unparsed))
-        for k, v in scores.by_k.items():
-            table.add_row(f"K={k}", str(int(v["n"])), _fmt(v["micro_precision"]), _fmt(v["micro_recall"]),
-                          _fmt(v["exact_match"]), str(int(v["n_unparsed"])))
-        Console().print(table)
+    if bool(filter_model) == bool(predictions):
+        raise ToolbiasError("give either --filter-model or --predictions")
+    if predictions:
+        _print_filter_scores(score_biasbusters_predictions(predictions), Path(predictions).name, as_json)
+        return
+    assert filter_model is not None
+    if eval_set == "builtin":
+        examples = builtin_filter_set(load_benchmark(benchmark), per_cluster=per_cluster, seed=seed)
+        set_name = f"builtin:{benchmark}:{per_cluster}:{seed}"
+    elif eval_set.startswith("biasbusters:"):
+        path = eval_set.partition(":")[2]
+        examples = load_biasbusters_filter_set(path)
+        set_name = f"biasbusters:{Path(path).name}"
+    else:
+        raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
+    examples = examples[:limit] if limit else examples
+    filt = _provider(filter_model, base_url, concurrency, cache)
+    config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
+    with SelectionStore(store) as st:
+        scores, rows = study.in_session([filt], lambda: aevaluate_filter(
+            filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
+            filter_style=filter_style))
+    errors = sum(1 for r in rows if r["status"] == "error")
+    if errors:
+        _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
+    _print_filter_scores(scores, f"{filt.spec} on {set_name}", as_json)
 
-    @select.command("figures")
-    @click.option("--store", default=DEFAULT_STORE, show_default=True)
-    @click.option("-o", "--output", "out_dir", default="selection-figures", show_default=True)
-    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
-    @click.option("--benchmark", help="benchmark spec, for tool names on the axes (must match the store's)")
-    @click.option("--html", "html_path", help="also write the HTML fragments into this file")
-    def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
-        """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
-        reports = _groups(store)
-        bench = load_benchmark(benchmark) if benchmark else None
-        for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
-                                             html_path=Path(html_path) if html_path else None):
-            click.echo(str(path))
+def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(scores.to_dict(), indent=2))
+        return
+    table = Table(title=f"filter quality of {what}")
+    for col in ("subset", "n", "micro precision", "micro recall", "exact match", "unparsed"):
+        table.add_column(col)
+    table.add_row("all", str(scores.n), _fmt(scores.micro_precision), _fmt(scores.micro_recall),
+                  _fmt(scores.exact_match), str(scores.n_unparsed))
+    for k, v in scores.by_k.items():
+        table.add_row(f"K={k}", str(int(v["n"])), _fmt(v["micro_precision"]), _fmt(v["micro_recall"]),
+                      _fmt(v["exact_match"]), str(int(v["n_unparsed"])))
+    Console().print(table)
+
+@select.command("figures")
+@store_option(DEFAULT_STORE)
+@click.option("-o", "--output", "out_dir", default="selection-figures", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--benchmark", help="benchmark spec, for tool names on the axes (must match the store's)")
+@click.option("--html", "html_path", help="also write the HTML fragments into this file")
+def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
+    """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
+    reports = _groups(store)
+    bench = load_benchmark(benchmark) if benchmark else None
+    for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
+                                         html_path=Path(html_path) if html_path else None):
+        click.echo(str(path))
 
 
-def _register_paper(select: click.Group) -> None:
-    @select.command("paper")
-    @click.option("--data", default="../shared/data/biasbusters", show_default=True,
-                  help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
-    @click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
-    @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
-        """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
-        authors' logged selections."""
-        from ..selection import paper_stats as ps
+@select.command("paper")
+@click.option("--data", default="../shared/data/biasbusters", show_default=True,
+              help="folder of the BiasBusters files (selection_stats.json, tv_results_vary_k.json)")
+@click.option("--figures", "fig_dir", help="also draw the paper's figures into this folder")
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def paper_cmd(data: str, fig_dir: str | None, fmt: str, as_json: bool) -> None:
+    """The paper's main table, sweeps, perturbation figure, K sweep and model agreement, recomputed from the
+    authors' logged selections."""
+    from ..selection import paper_stats as ps
 
-        stats = ps.load_selection_stats(data)
-        table = ps.main_table(stats)
-        sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
-        perturbations = ps.perturbation_table(stats)
-        ks = ps.k_sweep(ps.load_k_results(data))
-        agree = ps.model_agreement(stats)
-        if fig_dir:
-            out = Path(fig_dir)
-            written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
-            for name, points in sweeps.items():
-                written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
-            for key in ("api", "pos"):
-                written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
-            written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
-            for p in written:
-                _console().print(str(p), highlight=False)
-        if as_json:
-            click.echo(json.dumps({
-                "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
-                                   "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
-                "sweeps": sweeps,
-                "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
-                "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
-                "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
-            return
-        main = Table(title="main table (mean ± population std over 3 runs)")
-        for col in ("model", "δ API", "δ pos", "δ model"):
-            main.add_column(col)
-        for m, r in table.items():
-            main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
-        Console().print(main)
+    stats = ps.load_selection_stats(data)
+    table = ps.main_table(stats)
+    sweeps = {name: ps.sweep(stats, name) for name in ps.SWEEPS}
+    perturbations = ps.perturbation_table(stats)
+    ks = ps.k_sweep(ps.load_k_results(data))
+    agree = ps.model_agreement(stats)
+    if fig_dir:
+        out = Path(fig_dir)
+        written = [figs.save(figs.tv_by_model_figure(table, title="the paper's main table"), out / f"main_table.{fmt}")]
         for name, points in sweeps.items():
-            click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
-        pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
-        for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
-            pert.add_column(col)
-        for label, d in perturbations.items():
-            pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
-                                  ("Gemini", "GPT-4.1 mini")))
-        Console().print(pert)
-        for order, by_k in ks.items():
-            click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
-                                                      for k, v in by_k.items()))
-        click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")
+            written.append(figs.save(figs.sweep_figure(points, xlabel=ps.SWEEPS[name][0]), out / f"sweep_{name}.{fmt}"))
+        for key in ("api", "pos"):
+            written.append(figs.save(figs.k_sweep_figure(ks, key=key), out / f"k_sweep_{key}.{fmt}"))
+        written.append(figs.save(figs.correlation_heatmap(agree), out / f"model_correlation.{fmt}"))
+        for p in written:
+            _console().print(str(p), highlight=False)
+    if as_json:
+        click.echo(json.dumps({
+            "main_table": {m: {"delta_api": r.delta_api, "delta_pos": r.delta_pos, "delta_model": r.delta_model,
+                               "std": dict(r.std), "n_runs": r.n_runs} for m, r in table.items()},
+            "sweeps": sweeps,
+            "perturbations": {label: {m: e.to_dict() for m, e in d.items()} for label, d in perturbations.items()},
+            "k_sweep": {o: {str(k): v for k, v in d.items()} for o, d in ks.items()},
+            "agreement": agree.to_dict()}, indent=2, default=lambda x: None))
+        return
+    main = Table(title="main table (mean ± population std over 3 runs)")
+    for col in ("model", "δ API", "δ pos", "δ model"):
+        main.add_column(col)
+    for m, r in table.items():
+        main.add_row(m, *(f"{getattr(r, k):.3f} ± {r.std[k]:.3f}" for k in ("delta_api", "delta_pos", "delta_model")))
+    Console().print(main)
+    for name, points in sweeps.items():
+        click.echo(f"{name}: " + ", ".join(f"{p['x']} {p['delta_model']:.3f}" for p in points))
+    pert = Table(title="perturbations: TV to base (mean ± std over clusters)")
+    for col in ("perturbation", "Gemini", "GPT-4.1 mini"):
+        pert.add_column(col)
+    for label, d in perturbations.items():
+        pert.add_row(label, *(f"{d[m].tv_to_base:.3f} ± {d[m].tv_to_base_std:.3f}" if m in d else "" for m in
+                              ("Gemini", "GPT-4.1 mini")))
+    Console().print(pert)
+    for order, by_k in ks.items():
+        click.echo(f"K sweep {order}: " + ", ".join(f"K={k} δapi {v['api']:.1f}% δpos {v['pos']:.1f}%"
+                                                  for k, v in by_k.items()))
+    click.echo(f"model agreement: mean Pearson r {agree.mean_pearson:.3f} over {agree.n_tools} tools")
 
 
-def _register_corpus(select: click.Group) -> None:
-    @select.command("pretrain-corpus")
-    @click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
-    @click.option("--base-url", multiple=True)
-    @click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
-    @click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
-    @click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
-    @click.option("--api", "api_index", type=int, help="the target tool's 0-based index [default: the paper's, 2]")
-    @click.option("--brand", "brands", multiple=True, help="brand strings (repeat) [default: the paper's four for "
-                                                           "its target, else the tool name]")
-    @click.option("--documents", type=int, default=5000, show_default=True, help="stop after this many kept")
-    @click.option("--max-tokens-total", type=int, default=8_000_000, show_default=True,
-                  help="stop after this many estimated tokens (4 characters each)")
-    @click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
-    @click.option("--seed", type=int, default=0, show_default=True)
-    @click.option("--concurrency", type=int, default=8, show_default=True)
-    @click.option("--json", "as_json", is_flag=True)
-    def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
-                   api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
-                   max_calls: int | None, seed: int, concurrency: int, as_json: bool) -> None:
-        """The paper's biased continued pre-training corpus: documents promoting one tool (PROTOCOL.md 7).
+@select.command("pretrain-corpus")
+@click.option("--model", required=True, help="the text model that writes the documents (openai:<model>, ...)")
+@base_url_option
+@click.option("-o", "--output", required=True, help="JSON Lines file of kept documents (appended; resumes)")
+@click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
+@click.option("--cluster", help="the target tool's cluster [default: the paper's, 8]")
+@click.option("--api", "api_index", type=int, help="the target tool's 0-based index [default: the paper's, 2]")
+@click.option("--brand", "brands", multiple=True, help="brand strings (repeat) [default: the paper's four for "
+                                                       "its target, else the tool name]")
+@click.option("--documents", type=int, default=5000, show_default=True, help="stop after this many kept")
+@click.option("--max-tokens-total", type=int, default=8_000_000, show_default=True,
+              help="stop after this many estimated tokens (4 characters each)")
+@click.option("--max-calls", type=int, help="stop after this many calls (this run included)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@concurrency_option
+@click.option("--json", "as_json", is_flag=True)
+def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: str, cluster: str | None,
+               api_index: int | None, brands: tuple[str, ...], documents: int, max_tokens_total: int,
+               max_calls: int | None, seed: int, concurrency: int, as_json: bool) -> None:
+    """The paper's biased continued pre-training corpus: documents promoting one tool (PROTOCOL.md 7).
 
-        Training on it is a GPU step outside toolbias (see toolbias.selection.pretrain)."""
-        from ..selection import pretrain
+    Training on it is a GPU step outside toolbias (see toolbias.selection.pretrain)."""
+    from ..selection import pretrain
 
-        bench = load_benchmark(benchmark)
-        if cluster is None and api_index is None and not brands:
-            target = pretrain.paper_target(bench)
-        else:
-            target = pretrain.CorpusTarget.of(bench, cluster or pretrain.PAPER_TARGET[0],
-                                              pretrain.PAPER_TARGET[1] if api_index is None else api_index,
-                                              brands=brands)
-        provider = _provider(model, base_url, concurrency, None)
-        progress = study.in_session([provider], lambda: pretrain.agenerate_corpus(
-            provider, target, output, documents=documents, max_tokens=max_tokens_total, max_calls=max_calls,
-            seed=seed, concurrency=concurrency))
-        if as_json:
-            click.echo(json.dumps(progress.to_dict()))
-            return
-        click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
-                   f"{progress.errors} infrastructure errors) in {output}")
+    bench = load_benchmark(benchmark)
+    if cluster is None and api_index is None and not brands:
+        target = pretrain.paper_target(bench)
+    else:
+        target = pretrain.CorpusTarget.of(bench, cluster or pretrain.PAPER_TARGET[0],
+                                          pretrain.PAPER_TARGET[1] if api_index is None else api_index,
+                                          brands=brands)
+    provider = _provider(model, base_url, concurrency, None)
+    progress = study.in_session([provider], lambda: pretrain.agenerate_corpus(
+        provider, target, output, documents=documents, max_tokens=max_tokens_total, max_calls=max_calls,
+        seed=seed, concurrency=concurrency))
+    if as_json:
+        click.echo(json.dumps(progress.to_dict()))
+        return
+    click.echo(f"{progress.kept} documents kept of {progress.calls} calls (~{progress.est_tokens} tokens, "
+               f"{progress.errors} infrastructure errors) in {output}")
 
 
-def _register_build(select: click.Group) -> None:
-    @select.command("build")
-    @click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
-    @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
-    @click.option("--base-url", multiple=True)
-    @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
-    @click.option("--name", default="custom", show_default=True, help="benchmark name")
-    @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
-    @click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
-    @click.option("--min-size", type=int, default=2, show_default=True)
-    @click.option("--max-size", type=int, default=5, show_default=True)
-    @click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
-    @click.option("--json", "as_json", is_flag=True, help="print the build record")
-    def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
-                  threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
-        """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
-        from ..selection import build
+@select.command("build")
+@click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+@click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
+@base_url_option
+@click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+@click.option("--name", default="custom", show_default=True, help="benchmark name")
+@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
+@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option("--max-size", type=int, default=5, show_default=True)
+@click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+@click.option("--json", "as_json", is_flag=True, help="print the build record")
+def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
+              threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
+    """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+    from ..selection import build
 
-        tools = build.read_tools(tools_path)
-        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
-                                       max_size=max_size, queries=queries)
-        provider = _provider(model, base_url, 1, None)
-        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
-                                                                          settings=settings))
-        build.write_benchmark(bench, record, output)
-        if as_json:
-            click.echo(json.dumps(record, indent=2))
-            return
-        click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")
+    tools = build.read_tools(tools_path)
+    settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
+                                   max_size=max_size, queries=queries)
+    provider = _provider(model, base_url, 1, None)
+    bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                      settings=settings))
+    build.write_benchmark(bench, record, output)
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(f"wrote {len(bench)} clusters ({sum(len(c.queries) for c in bench)} queries) to {output}")
+
+

@@ -186,9 +186,9 @@ class OpenAIProvider(ModelAPI):
                 content = await response.read()
                 status, headers = response.status, response.headers
         except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
-            raise self._transport_error(exc, url) from exc
+            raise self.transport_error(exc, url) from exc
         if status >= 400:
-            raise self._status_error(status, content, headers, url)
+            raise self.status_error(status, content, headers, url)
         try:
             data = wirejson.loads(content)
         except (ValueError, RecursionError) as exc:
@@ -215,7 +215,7 @@ class OpenAIProvider(ModelAPI):
             async with self.http_client().get(url + path) as response:
                 return response.status, await response.read()
         except Exception as exc:  # noqa: BLE001 - classified below; unknown errors re-raise
-            raise self._transport_error(exc, url) from exc
+            raise self.transport_error(exc, url) from exc
 
     # -- generation -------------------------------------------------------------
 
@@ -285,7 +285,7 @@ class OpenAIProvider(ModelAPI):
             recovered=recovered,
         )
 
-    def _transport_error(self, exc: BaseException, url: str) -> BaseException:
+    def transport_error(self, exc: BaseException, url: str) -> BaseException:
         """Classify a transport exception; programming errors pass through unchanged."""
         import aiohttp
 
@@ -295,7 +295,7 @@ class OpenAIProvider(ModelAPI):
             return InfraError(f"{_redact(url)}: connection failed: {type(exc).__name__}: {exc}", retryable=True)
         return exc
 
-    def _status_error(self, status: int, content: bytes, headers: Any, url: str) -> HTTPInfraError:
+    def status_error(self, status: int, content: bytes, headers: Any, url: str) -> HTTPInfraError:
         detail = _error_detail(content)
         if status in (401, 403):
             return HTTPInfraError(status, f"{_redact(url)}: HTTP {status}: bad API key or no access to "

@@ -137,14 +137,14 @@ class ProxyApp:
         try:
             response = await provider.http_client().post(url + "/chat/completions", data=wirejson.dumpb(out))
         except Exception as exc:  # noqa: BLE001 - transport errors become a clear 502/504
-            err = provider._transport_error(exc, url)
+            err = provider.transport_error(exc, url)
             if not isinstance(err, InfraError):
                 raise
             raise upstream_error(err) from None
         try:
             if response.status >= 400:
                 content = await response.read()
-                raise upstream_error(provider._status_error(response.status, content, response.headers, url))
+                raise upstream_error(provider.status_error(response.status, content, response.headers, url))
             await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             try:
                 async for piece in response.content.iter_any():
@@ -159,9 +159,9 @@ class ProxyApp:
             response.release()
 
     async def _models(self, send: Send) -> None:
-        provider = self.proxy.upstream_probe.inner
+        provider = self.proxy.upstream_provider()
         try:
-            status, content = await provider.get_json(provider.next_url(), "/models")  # type: ignore[attr-defined]
+            status, content = await provider.get_json(provider.next_url(), "/models")
             data = wirejson.loads(content) if status == 200 else None
         except (InfraError, ValueError):  # an upstream without a usable /models
             data = None

@@ -18,7 +18,7 @@ from ..catalog.model import Domain, canonical_json
 from ..catalog.openai_format import parse_tools
 from ..catalog.validation import validate_catalog
 from ..errors import ToolbiasError, VariantError
-from ..variants import VariantSpec, build_codec, get_variant
+from ..variants import VariantSpec, build_codec
 from ..variants.codec import Codec
 
 #: the domain name of a catalog made from a request's tool list
@@ -40,11 +40,6 @@ class Bound:
     @property
     def tools(self) -> list[dict[str, Any]]:
         return self.codec.schema(self.domain)
-
-
-def resolve_variant(spec: str) -> VariantSpec:
-    """A registered variant name, or a spec file (``*.json``)."""
-    return VariantSpec.from_file(spec) if spec.endswith(".json") else get_variant(spec)
 
 
 class CodecSource:

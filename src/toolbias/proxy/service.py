@@ -21,8 +21,9 @@ from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelOutput
 from ..providers.openai import HTTPInfraError, OpenAIProvider
 from ..providers.wrapper import ProviderWrapper, RetryPolicy
+from ..variants import resolve_variant
 from ..variants.codec import Control
-from .codecs import CodecSource, RequestError, resolve_variant
+from .codecs import CodecSource, RequestError
 from .conversation import CallLog, Conversation, Snapshot, extend_hash, history_hashes
 
 
@@ -191,6 +192,12 @@ class VariantProxy:
                       "total_tokens": log.prompt_tokens + log.completion_tokens},
             "toolbias": mark,
         }
+
+    def upstream_provider(self) -> OpenAIProvider:
+        """The provider that reaches the upstream (its ``/models``, its URLs), without the wrapper."""
+        inner = self.upstream_probe.inner
+        assert isinstance(inner, OpenAIProvider)
+        return inner
 
     # -- pass-through -----------------------------------------------------------------
 

@@ -199,11 +199,11 @@ def paper_tables(df: Any, *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES
             "class_controls": class_controls(per, s)}
 
 
-def _f(x: Any) -> str:
+def format_value(x: Any) -> str:
     return "-" if x is None or (isinstance(x, float) and x != x) else f"{x:.3f}"
 
 
-def _ci(iv: Mapping[str, Any] | None) -> str:
+def format_interval(iv: Mapping[str, Any] | None) -> str:
     return "-" if not iv else f"{iv['estimate']:+.3f} [{iv['low']:+.3f}, {iv['high']:+.3f}]"
 
 
@@ -214,26 +214,26 @@ def table_rows(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, tuple[li
     if t6:
         out["Table 6: merge penalty by argument structure (fully merged schema)"] = (
             ["model", "native", "flat", "nested", "union", "lowest"],
-            [[r["model"] + _cond(r), _f(r["native"]), _f(r["flat"]), _f(r["nested"]), _f(r["union"]), r["lowest"]]
+            [[r["model"] + condition_of(r), format_value(r["native"]), format_value(r["flat"]), format_value(r["nested"]), format_value(r["union"]), r["lowest"]]
              for r in t6])
     t7 = tables.get("convention_mixture") or []
     if t7:
         out["Table 7: convention mixture (mixed = mean of three rotations; Δ = mixed - mean of homogeneous)"] = (
             ["model", "ratio", "flat", "nested", "union", "mixed", "Δ [95% CI]"],
-            [[r["model"] + _cond(r), f"{r['target']:.1f}x", _f(r["flat"]), _f(r["nested"]), _f(r["union"]),
-              _f(r["mixed"]), _ci(r["interval"])] for r in t7])
+            [[r["model"] + condition_of(r), f"{r['target']:.1f}x", format_value(r["flat"]), format_value(r["nested"]), format_value(r["union"]),
+              format_value(r["mixed"]), format_interval(r["interval"])] for r in t7])
     t8 = tables.get("class_controls") or []
     if t8:
         out["Table 8: whole-catalog class-grouping controls (Δ membership = neutral - random; "
             "Δ naming = semantic - neutral)"] = (
             ["model", "class-sem.", "class-neut.", "random", "anti-class", "Δ membership", "Δ naming"],
-            [[r["model"] + _cond(r), _f(r["class_semantic"]), _f(r["class_neutral"]),
-              _f(r["random"]) + (f" (r×{r['random_realizations']})" if r["random"] is not None else ""),
-              _f(r["anti_class"]), _ci(r.get("membership_interval")), _ci(r.get("naming_interval"))] for r in t8])
+            [[r["model"] + condition_of(r), format_value(r["class_semantic"]), format_value(r["class_neutral"]),
+              format_value(r["random"]) + (f" (r×{r['random_realizations']})" if r["random"] is not None else ""),
+              format_value(r["anti_class"]), format_interval(r.get("membership_interval")), format_interval(r.get("naming_interval"))] for r in t8])
     return out
 
 
-def _cond(r: Mapping[str, Any]) -> str:
+def condition_of(r: Mapping[str, Any]) -> str:
     return "" if (r["control"], r["condition"]) == ("strict", "base") else f" ({r['control']}, {r['condition']})"
 
 

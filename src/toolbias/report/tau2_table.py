@@ -20,7 +20,7 @@ from typing import Any
 
 from ..integrations.tau2_results import SKIPPED, TAU2_KIND
 from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
-from .paper_tables import _ci, _cond, _f, table_rows
+from .paper_tables import condition_of, format_interval, format_value, table_rows
 
 #: the paper's Table 9 schemas, in its column order, with its short column labels
 TABLE9_SCHEMAS: dict[str, str] = {
@@ -102,8 +102,8 @@ def tau2_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[s
         rates = []
         for r in mine:
             cells = r["cells"]
-            rates.append([r["model"] + _cond(r), str(r["tasks"])] + [
-                "-" if v not in cells else _f(cells[v]["success"]) + ("*" if v in r["best"] else "")
+            rates.append([r["model"] + condition_of(r), str(r["tasks"])] + [
+                "-" if v not in cells else format_value(cells[v]["success"]) + ("*" if v in r["best"] else "")
                 + ("†" * bool(cells[v]["skipped"]))
                 + (f" (n={cells[v]['n']})" if cells[v]["n"] != r["tasks"] else "") for v in schemas])
         dagger = any(c["skipped"] for r in mine for c in r["cells"].values())
@@ -112,7 +112,7 @@ def tau2_table_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[s
             ["model", "n", *labels], rates)
         others = [v for v in schemas if v != BASELINE]
         if BASELINE in schemas and others:
-            diffs = [[r["model"] + _cond(r)] + [_ci(r["cells"].get(v, {}).get("vs_native")) for v in others]
+            diffs = [[r["model"] + condition_of(r)] + [format_interval(r["cells"].get(v, {}).get("vs_native")) for v in others]
                      for r in mine]
             out[f"Table 9, tau2-bench {domain}: schema - native, paired by task [95% CI]"] = (
                 ["model", *[TABLE9_SCHEMAS.get(v, v) for v in others]], diffs)

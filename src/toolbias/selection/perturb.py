@@ -120,7 +120,7 @@ def swap_pair(a: SelectionTool, b: SelectionTool) -> tuple[SelectionTool, Select
     return take(a, b), take(b, a)
 
 
-def _ranked(c: Cluster, rates: Rates | None, condition: str) -> list[int]:
+def ranked_tools(c: Cluster, rates: Rates | None, condition: str) -> list[int]:
     """Canonical indices, most-selected first (ties: lower index first)."""
     if rates is None or c.id not in rates:
         raise ToolbiasError(f"condition '{condition}' needs the base selection rates of cluster '{c.id}'",
@@ -158,7 +158,7 @@ def _shuffled_names(c: Cluster, rng: random.Random, rates: Rates | None, top: in
 
 
 def _random_names_top(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
-    ids = _fresh_ids(c, _ranked(c, rates, "random_names_top")[:top], rng)
+    ids = _fresh_ids(c, ranked_tools(c, rates, "random_names_top")[:top], rng)
     return c.with_tools([rename(t, ids[i]) if i in ids else t for i, t in enumerate(c.tools)])
 
 
@@ -169,13 +169,13 @@ def _scrambles(marks: tuple[str, ...]) -> Perturb:
 
 
 def _targeted_desc_scramble(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
-    targets = set(_ranked(c, rates, "targeted_desc_scramble")[:top])
+    targets = set(ranked_tools(c, rates, "targeted_desc_scramble")[:top])
     return c.with_tools([mark(t, _MARKS["targeted_desc_scramble"]) if i in targets else t
                          for i, t in enumerate(c.tools)])
 
 
 def _desc_swap(c: Cluster, rng: random.Random, rates: Rates | None, top: int) -> Cluster:
-    ranked = _ranked(c, rates, "desc_swap")
+    ranked = ranked_tools(c, rates, "desc_swap")
     hi, lo = ranked[0], ranked[-1]
     tools = list(c.tools)
     tools[hi], tools[lo] = swap_pair(tools[hi], tools[lo])
@@ -318,7 +318,7 @@ FILE_PERTURBATIONS: Registry[Callable[[Benchmark, str], Benchmark]] = Registry("
 })
 
 
-def condition_label(condition: str) -> str:
+def perturbation_label(condition: str) -> str:
     """A stable label for records: file conditions keep only the file name."""
     kind, _, arg = condition.partition(":")
     return f"{kind}:{Path(arg).name}" if arg else condition

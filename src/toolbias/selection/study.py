@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import ToolbiasError
 from ..providers.base import ModelAPI
 from .metrics import BiasReport
 from .mitigate import arun_mitigation, score_sets
-from .perturb import TARGETED, PerturbationEffect, apply_condition, condition_label, perturbation_effects
+from .perturb import TARGETED, PerturbationEffect, apply_condition, perturbation_effects, perturbation_label
 from .present import Request, build, resolve_prompt
 from .records import SelectionRecord, Status
 from .runner import RunSummary, SelectionRunner, arun_selection, report_of
@@ -88,7 +90,7 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
     return await arun_selection(model, perturbed, runs=settings.runs, presentation=settings.presentation,
-                                condition=condition_label(condition), config=settings.config(),
+                                condition=perturbation_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
                                 order=order)
@@ -106,7 +108,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
     cyclic rotations; records index the K tools (δ is over K APIs and K positions)."""
     import random as _random
 
-    from .perturb import _ranked
+    from .perturb import ranked_tools
 
     if kind not in K_ORDERS:
         raise ToolbiasError(f"unknown K-subset order '{kind}'", fix=f"use {', '.join(K_ORDERS)}")
@@ -119,7 +121,7 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
             if kind == "random":
                 idx = _random.Random(f"{seed}:{c.id}:{k}").sample(range(c.k), k)
             else:
-                ranked = _ranked(c, rates, f"K subsets ({kind})")
+                ranked = ranked_tools(c, rates, f"K subsets ({kind})")
                 idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
             clusters.append(c.with_tools([c.tools[i] for i in idx]))
         out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}]"))
@@ -128,6 +130,53 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
 
 def planned(bench: Benchmark, settings: RunSettings) -> int:
     return settings.runs * sum(len(c.queries) * c.k for c in bench.clusters)
+
+
+@dataclass
+class SweepGroup:
+    """One result group of a sweep: a benchmark (cut to K, or whole) under one setting."""
+
+    bench: Benchmark
+    settings: RunSettings
+    label: str
+    records: list[SelectionRecord]
+    summary: RunSummary
+
+
+#: ``(label, planned trials)`` -> a context yielding the per-record callback (a progress bar)
+GroupProgress = Callable[[str, int], AbstractContextManager[Callable[[SelectionRecord], None] | None]]
+
+
+def _no_progress(label: str, total: int) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
+              condition: str = "base", temperatures: Sequence[float] = (), top_ps: Sequence[float] = (),
+              ks: Sequence[int] = (), k_order: str = "b2w", order: str = "cyclic", concurrency: int = 8,
+              progress: GroupProgress = _no_progress,
+              on_group: Callable[[SweepGroup], None] | None = None) -> list[SweepGroup]:
+    """``select run``: every (K-cut benchmark x temperature x top-p) group, each run (resuming from
+    ``store``) in its own session; ``ks`` cut each cluster to K tools ranked by the model's base
+    run (``k_order``), no ``ks`` runs the whole benchmark. Groups come back in run order."""
+    sweep = settings.sweep(temperatures=temperatures, top_ps=top_ps)
+    benches = [bench]
+    if ks:
+        rates = base_rates(store, model, bench, settings) if k_order != "random" else None
+        benches = k_subsets(bench, list(ks), k_order, rates=rates, seed=settings.seed or 0)
+    groups: list[SweepGroup] = []
+    for b in benches:
+        for one in sweep:
+            label = f"{model.spec} {b.name} {one.presentation}/{condition} T={one.temperature:g}"
+            with progress(label, planned(b, one)) as on_record:
+                records, summary = in_session([model], partial(
+                    arun, model, b, one, store=store, condition=condition, concurrency=concurrency,
+                    on_record=on_record, order=order))
+            group = SweepGroup(b, one, label, records, summary)
+            groups.append(group)
+            if on_group is not None:
+                on_group(group)
+    return groups
 
 
 @dataclass
@@ -163,9 +212,9 @@ async def aperturb(model: ModelAPI, bench: Benchmark, settings: RunSettings, con
     for cond in conditions:
         recs, summary = await arun(model, bench, settings, store=store, condition=cond, concurrency=concurrency,
                                    rates=base.api_rates())
-        summaries[condition_label(cond)] = summary
+        summaries[perturbation_label(cond)] = summary
         if any(r.ok for r in recs):
-            reports[condition_label(cond)] = report_of(recs, label=cond)
+            reports[perturbation_label(cond)] = report_of(recs, label=cond)
     return PerturbationStudy(base, perturbation_effects(base, reports), summaries)
 
 

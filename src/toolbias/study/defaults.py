@@ -115,7 +115,21 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                  study: str | None = None, cache: str | None = None,
                  base_urls: Sequence[str] = (), user_model: str | None = None,
                  match: MatchRule | str | None = None) -> StudyConfig:
-    """The study these options describe, the run policy applied: with no task or variant option on
+    """The study these options describe (:func:`plan_study`'s configuration)."""
+    return plan_study(**locals())[0]
+
+
+def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str | None = None,
+               tasks: int | None = None, sample: int | None = None, domains: str | Sequence[str] | None = None,
+               calls: Sequence[int] = (), phrasing: str | None = None,
+               split: str | None = None, splits: str = "default", seed: int = 0,
+               control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
+               turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
+               concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
+               study: str | None = None, cache: str | None = None,
+               base_urls: Sequence[str] = (), user_model: str | None = None,
+               match: MatchRule | str | None = None) -> tuple[StudyConfig, DefaultJob | None]:
+    """The study these options describe and the default job it is, if it is one: the run policy applied, the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
     ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
     ``match`` None or ``"auto"``: the catalog's own success rule (toolbias.study.success)."""
@@ -128,7 +142,7 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
         turn_limit = job.turn_limit if job else TURN_LIMIT
     if max_tokens is None:
         max_tokens = job.max_tokens if job else MAX_TOKENS
-    return StudyConfig(model=model, catalog=catalog, variants=variants or "representative", tasks=tasks,
+    cfg = StudyConfig(model=model, catalog=catalog, variants=variants or "representative", tasks=tasks,
                        sample=sample, seed=seed, domains=chosen, calls=tuple(calls), phrasing=phrasing or "query",
                        split=split, splits=splits, control=Control(control), condition=Condition(condition),
                        turn_limit=turn_limit, generate=GenerateConfig(temperature=temperature, max_tokens=max_tokens),
@@ -136,7 +150,8 @@ def study_config(*, model: str = "local", catalog: str = "builtin", variants: st
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
                        user_model=user_model, match=None if match in (None, "auto") else MatchRule(match))
+    return cfg, job
 
 
 __all__ = ["EMBEDDED_DEFAULT_JOB", "MAX_TOKENS", "TURN_LIMIT", "DefaultJob", "default_job", "parse_domains",
-           "parse_shard", "study_config"]
+           "parse_shard", "plan_study", "study_config"]

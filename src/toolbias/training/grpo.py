@@ -90,13 +90,15 @@ def rl_dataset(catalog: str, variants: str, *, sample: int | None = None, seed: 
     """A ``datasets.Dataset`` of training prompts (the splits manifest's ``train`` part) and the
     codecs by variant name, for :class:`Rollout`."""
     from ..catalog import load_catalog
-    from ..study.runner import StudyConfig, select_tasks
+    from ..study.defaults import study_config
+    from ..study.runner import select_tasks
     from ..variants import build_codec, resolve_variants
 
     datasets = require("datasets")
     cat = load_catalog(catalog)
     codecs = [build_codec(cat, s) for s in resolve_variants(training_variants(variants))]
-    tasks = select_tasks(cat, StudyConfig(catalog=catalog, sample=sample, seed=seed, split="train", splits=splits))
+    tasks = select_tasks(cat, study_config(catalog=catalog, variants=training_variants(variants), sample=sample,
+                                           seed=seed, split="train", splits=splits))
     rows = rl_prompts(codecs, tasks, options)
     return datasets.Dataset.from_list(rows, features=rl_features()), {c.name: c for c in codecs}
 

@@ -10,8 +10,8 @@ paper's spec files (``artifact``), variant instructions and verification (``veri
 """
 
 from .codec import Codec, Control, Decoded, Outcome, Session
-from .resolve import build_codec, get_variant, registry, resolve_variants
+from .resolve import build_codec, get_variant, registry, resolve_variant, resolve_variants
 from .spec import VariantSpec
 
 __all__ = ["Codec", "Control", "Decoded", "Outcome", "Session", "VariantSpec", "build_codec", "get_variant",
-           "registry", "resolve_variants"]
+           "registry", "resolve_variant", "resolve_variants"]

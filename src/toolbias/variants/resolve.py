@@ -72,4 +72,14 @@ def resolve_variants(selector: str | Sequence[str]) -> list[VariantSpec]:
     return list(seen.values())
 
 
-__all__ = ["VariantSpec", "build_codec", "get_variant", "registry", "resolve_variants"]
+def resolve_variant(selector: str) -> VariantSpec:
+    """Exactly one variant: a registered name or a spec file (``*.json``), as :func:`resolve_variants`
+    reads it; a selector naming several (``all``, a comma list) is refused."""
+    specs = resolve_variants(selector)
+    if len(specs) != 1:
+        raise VariantError(f"'{selector}' names {len(specs)} variants, not one",
+                           fix="name one registered variant or one spec file (*.json)")
+    return specs[0]
+
+
+__all__ = ["VariantSpec", "build_codec", "get_variant", "registry", "resolve_variant", "resolve_variants"]

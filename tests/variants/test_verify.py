@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.catalogs import mini_catalog
+from tests.support.cli import run_cli
 from tests.support.paths import SHARED_DATA, needs_shared
 from toolbias import Call, VariantSpec, build_codec, load_catalog
 from toolbias.catalog.model import NativeAction, Tool
@@ -195,20 +196,10 @@ def test_rejection_part_way_carries_no_actions() -> None:
 
 # -- CLI ---------------------------------------------------------------------------------
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from toolbias.cli import main
-
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_verify_json_ok(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "verify", "--variant", "transaction,schema_discovery", "--json")
+    code, out, _ = run_cli(capsys, "verify", "--variant", "transaction,schema_discovery", "--json")
     data = json.loads(out)
     assert code == 0 and data["ok"] is True
     assert [v["name"] for v in data["variants"]] == ["transaction", "schema_discovery"]
@@ -223,16 +214,16 @@ def test_cli_verify_fails_for_broken_operator(capsys: pytest.CaptureFixture[str]
     monkeypatch.setitem(OPERATORS, "broken_for_test", BrokenOp)
     spec = tmp_path / "broken.json"
     spec.write_text(json.dumps({"name": "broken", "steps": [{"op": "broken_for_test", "how": "drop_arg"}]}))
-    code, out, _ = _cli(capsys, "verify", "--spec", str(spec), "--json")
+    code, out, _ = run_cli(capsys, "verify", "--spec", str(spec), "--json")
     data = json.loads(out)
     assert code == 1 and data["ok"] is False
     assert data["variants"][0]["failed"] > 0 and data["variants"][0]["examples"]
-    code, out, _ = _cli(capsys, "verify", "--spec", str(spec))
+    code, out, _ = run_cli(capsys, "verify", "--spec", str(spec))
     assert code == 1 and "FAIL" in out
 
 
 def test_cli_variants_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "variants", "--json")
+    code, out, _ = run_cli(capsys, "variants", "--json")
     rows = json.loads(out)
     assert code == 0 and [r["name"] for r in rows] == NAMES
     native = load_catalog("builtin").tools
@@ -246,11 +237,11 @@ def test_cli_shape_writes_tool_list(capsys: pytest.CaptureFixture[str], tmp_path
     cat = load_catalog("builtin")
     domain = cat.domains[0].name
     out_file = tmp_path / "tools.json"
-    code, _, err = _cli(capsys, "shape", "--variant", "transaction", "--domain", domain, "-o", str(out_file))
+    code, _, err = run_cli(capsys, "shape", "--variant", "transaction", "--domain", domain, "-o", str(out_file))
     assert code == 0 and "wrote" in err
     tools = json.loads(out_file.read_text())
     assert tools[0]["type"] == "function" and tools[0]["function"]["name"] == "begin_set_window"
-    code, out, _ = _cli(capsys, "shape", "--variant", "native")
+    code, out, _ = run_cli(capsys, "shape", "--variant", "native")
     assert code == 0 and set(json.loads(out)) == {d.name for d in cat.domains}
 
 
@@ -258,7 +249,7 @@ def test_cli_shape_user_spec_file(capsys: pytest.CaptureFixture[str], tmp_path: 
     spec = tmp_path / "mine.json"
     spec.write_text(json.dumps({"name": "mine", "steps": [{"op": "strip"}, {"op": "discovery"}]}))
     domain = load_catalog("builtin").domains[0].name
-    code, out, _ = _cli(capsys, "shape", "--spec", str(spec), "--domain", domain)
+    code, out, _ = run_cli(capsys, "shape", "--spec", str(spec), "--domain", domain)
     names = [t["function"]["name"] for t in json.loads(out)]
     assert code == 0 and names[0] == "get_tool_schema"
 
@@ -272,7 +263,7 @@ def test_cli_shape_user_spec_file(capsys: pytest.CaptureFixture[str], tmp_path: 
 ])
 def test_cli_errors_print_without_traceback(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
                                             needle: str) -> None:
-    code, _, err = _cli(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     assert code == 2 and needle in err and "Traceback" not in err
 
 
@@ -349,10 +340,10 @@ def test_artifact_unsupported_and_assignment_files_are_refused(tmp_path: Path) -
 
 @needs_tss
 def test_cli_shape_and_verify_accept_artifact_specs(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "shape", "--catalog", f"toolschemaspace:{TSS}", "--spec", str(SPECS / "curry.json"),
+    code, out, _ = run_cli(capsys, "shape", "--catalog", f"toolschemaspace:{TSS}", "--spec", str(SPECS / "curry.json"),
                         "--domain", "car_cabin")
     assert code == 0 and json.loads(out)[0]["function"]["name"] == "begin_set_window"
-    code, out, _ = _cli(capsys, "verify", "--catalog", f"toolschemaspace:{TSS}", "--spec",
+    code, out, _ = run_cli(capsys, "verify", "--catalog", f"toolschemaspace:{TSS}", "--spec",
                         str(SPECS / "indirect.json"), "--probes", "0", "--json")
     data = json.loads(out)
     assert code == 0 and data["ok"] and [v["name"] for v in data["variants"]] == ["indirect"]

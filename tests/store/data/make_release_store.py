@@ -1,7 +1,7 @@
 """How ``release_store.db`` was made: with the toolbias release before the shared store layer
 (commit in ``release_store.json``), from a checkout of that commit::
 
-    PYTHONPATH=OLD/src:OLD/tests python tests/core/data/make_release_store.py OUTDIR [COMMIT]
+    PYTHONPATH=OLD/src:OLD/tests python tests/store/data/make_release_store.py OUTDIR [COMMIT]
 
 It writes a small results file in the previous layout (no ``user_version``, meta schema
 version "1", selection tables created by the old selection store) holding: oracle and
@@ -9,7 +9,7 @@ scripted-model episodes on three registered variants and one variant given as a 
 compliance probes, tool-selection records (tools and text presentations, two runs, a
 mitigated run) and filter-evaluation answers; and what the release printed for it
 (``report --json`` and ``select metrics --json``), which the new code must reproduce after
-migrating the file (tests/core/test_store_migration.py).
+migrating the file (tests/store/test_store_migration.py).
 """
 
 from __future__ import annotations

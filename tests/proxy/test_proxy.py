@@ -18,8 +18,8 @@ import pytest
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import Catalog, NativeAction, Task
 from toolbias.proxy import ProxyConfig, ProxyServer, VariantProxy
-from toolbias.proxy.codecs import CodecSource, resolve_variant
-from toolbias.variants import registry
+from toolbias.proxy.codecs import CodecSource
+from toolbias.variants import registry, resolve_variant
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 

@@ -13,7 +13,8 @@ import pytest
 from toolbias.catalog import load_catalog
 from toolbias.catalog.formats import write_tools
 from toolbias.catalog.model import Catalog, Task
-from toolbias.proxy.codecs import CodecSource, resolve_variant
+from toolbias.proxy.codecs import CodecSource
+from toolbias.variants import resolve_variant
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 openai = pytest.importorskip("openai")

@@ -1,4 +1,4 @@
-"""A results file written by the release before the shared store layer (tests/core/data/
+"""A results file written by the release before the shared store layer (tests/store/data/
 release_store.db, made by make_release_store.py) opens, migrates, reports exactly as that
 release reported it, and resumes without replaying anything."""
 

@@ -20,7 +20,8 @@ from tests.support.agents import MODEL, OracleUpstream, native_tools  # noqa: E4
 from tests.support.servers import FakeOpenAIServer  # noqa: E402
 from toolbias.catalog import load_catalog  # noqa: E402
 from toolbias.proxy import ProxyConfig, ProxyServer  # noqa: E402
-from toolbias.proxy.codecs import CodecSource, resolve_variant  # noqa: E402
+from toolbias.proxy.codecs import CodecSource  # noqa: E402
+from toolbias.variants import resolve_variant  # noqa: E402
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

@@ -1,0 +1,40 @@
+"""Option sets several commands share, declared once: the model and where it is served, the
+store, how many requests at once. A command adds one with a decorator (``@store_option()``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MODEL_HELP = ("openai:<model>, openai-responses:<model>, anthropic:<model>, local, local:PATH.gguf, oracle, "
+              "scripted:FILE, replay:FILE")
+
+
+def model_option(*, default: str | None = None, required: bool = False, help: str = MODEL_HELP) -> Callable[[F], F]:
+    """``--model`` (env TOOLBIAS_MODEL): a model spec."""
+    return click.option("--model", default=default, required=required, show_default=default is not None,
+                        envvar="TOOLBIAS_MODEL", help=help)
+
+
+def base_url_option(fn: F) -> F:
+    """``--base-url``, repeatable: OpenAI-compatible endpoints sharing the load."""
+    return click.option("--base-url", multiple=True, help="OpenAI-compatible endpoint(s); repeat to share load "
+                        "[env OPENAI_BASE_URL]")(fn)
+
+
+def store_option(default: str | None = "toolbias.db", help: str = "SQLite file of the study") -> Callable[[F], F]:
+    """``--store``: the SQLite file results go to (or are read from)."""
+    return click.option("--store", default=default, show_default=default is not None, help=help)
+
+
+def concurrency_option(fn: F) -> F:
+    """``--concurrency``: model requests in flight at once."""
+    return click.option("--concurrency", type=int, default=8, show_default=True,
+                        help="model requests in flight at once")(fn)
+
+
+__all__ = ["MODEL_HELP", "base_url_option", "concurrency_option", "model_option", "store_option"]
