@@ -205,3 +205,18 @@ def test_cli_shape_mcp_keeps_annotations_under_native(capsys: pytest.CaptureFixt
     assert code == 0, err
     tool = json.loads(out)["tools"][0]
     assert tool["title"] == "Current time" and tool["annotations"] == {"readOnlyHint": True}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cli_shape_of_every_domain_round_trips(capsys: pytest.CaptureFixture[str], tmp_path: Path, fmt: str) -> None:
+    """Without --domain, shape writes {domain: tools}; tools: reads each key back as its domain."""
+    catalog = load_catalog("builtin")
+    out_file = tmp_path / f"all.{fmt}.json"
+    code, _, err = _cli(capsys, "shape", "--variant", "schema_discovery", "--format", fmt, "-o", str(out_file))
+    assert code == 0, err
+    codec = build_codec(catalog, resolve_variants("schema_discovery")[0])
+    back = load_catalog(f"tools:{out_file}")
+    assert [d.name for d in back.domains] == [d.name for d in catalog.domains]
+    for d in catalog.domains:
+        assert [(t.name, t.description, t.parameters) for t in back.domain(d.name).tools] == \
+            [(t.name, t.description, t.parameters) for t in codec.tools_for(d.name)], (fmt, d.name)

@@ -144,8 +144,17 @@ async def test_anthropic_key_model_and_base_url_refusals(monkeypatch: pytest.Mon
     with FakeAPIServer(lambda path, body: messages_answer("ok"), models=("other",)) as srv:
         p = AnthropicProvider("fake-model", base_url=srv.base_url)
         try:
-            with pytest.raises(ProviderError, match="not served"):
+            with pytest.raises(ProviderError, match="not served") as info:
                 await p.check()
+            assert info.value.fix and "anthropic:other" in info.value.fix
+        finally:
+            await p.aclose()
+    with FakeAPIServer(lambda path, body: messages_answer("ok"), api_key="right") as srv:
+        p = AnthropicProvider("fake-model", base_url=srv.base_url, api_key="wrong")
+        try:
+            with pytest.raises(ProviderError, match="bad API key") as info:
+                await p.check()
+            assert "ANTHROPIC_API_KEY" in (info.value.fix or "")
         finally:
             await p.aclose()
 

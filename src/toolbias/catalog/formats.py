@@ -55,6 +55,20 @@ def read_tools(data: Any, domain: str = "default", source: str = "<tools>") -> l
     return tools
 
 
+#: keys of a tool-list container (not domain names)
+_CONTAINER_KEYS = frozenset({"tools", "functionDeclarations", "function_declarations", "result", "jsonrpc", "error",
+                             "id", "nextCursor"})
+
+
+def read_domains(data: Any, domain: str = "default", source: str = "<tools>") -> list[Tool]:
+    """Like :func:`read_tools`, and also ``{domain: tool list}`` (what ``toolbias shape`` writes for a
+    catalog of several domains, in any format): each key a domain of its own."""
+    if isinstance(data, dict) and data and not (_CONTAINER_KEYS & set(data)) and \
+            all(isinstance(v, (list, dict)) for v in data.values()):
+        return [t for name, tools in data.items() for t in read_tools(tools, str(name), f"{source} {name!r}")]
+    return read_tools(data, domain, source)
+
+
 def read_tool(entry: Any, domain: str, where: str, cls: str | None = None, *, gemini: bool = False) -> Tool:
     """One tool in any format (see the module docstring). ``gemini``: it came from a
     ``functionDeclarations`` list, so its ``parameters`` are OpenAPI schemas."""
@@ -332,4 +346,4 @@ def _writer(fmt: str) -> Callable[[Tool], dict[str, Any]]:
         raise CatalogError(f"unknown tool format '{fmt}'", fix=f"use one of: {', '.join(FORMATS)}") from None
 
 
-__all__ = ["EMPTY_SCHEMA", "FORMATS", "from_openapi", "read_tool", "read_tools", "tool_entry", "write_tools"]
+__all__ = ["EMPTY_SCHEMA", "FORMATS", "from_openapi", "read_domains", "read_tool", "read_tools", "tool_entry", "write_tools"]

@@ -14,7 +14,7 @@ from typing import Any
 from ..base.plugins import Plugin, Registry
 from ..errors import CatalogError
 from .model import Catalog, Domain, NativeAction, Task, Tool
-from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
+from .openai_format import infer_class, parse_tool, read_json, read_jsonl
 from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 
@@ -59,17 +59,22 @@ def _group_domains(tools: list[Tool], systems: dict[str, str] | None = None) -> 
 
 
 def load_tools(arg: str) -> Catalog:
-    """A tool list in any format :mod:`.formats` reads; one domain named after the file."""
+    """A tool list in any format :mod:`.formats` reads; one domain named after the file, or one per key
+    of a ``{domain: tool list}`` object (what ``toolbias shape`` writes for several domains)."""
+    from .formats import read_domains
+
     path = Path(arg)
-    tools = parse_tools(read_json(path), domain=path.stem, source=str(path))
+    tools = read_domains(read_json(path), domain=path.stem, source=str(path))
     return Catalog(name=f"tools:{arg}", domains=_group_domains(tools))
 
 
 def load_mcp(arg: str) -> Catalog:
     """An MCP ``tools/list`` result (one page, every page of a paginated dump, or their JSON-RPC
     responses): read by the same reader as ``tools:``, so any tool format loads here too."""
+    from .formats import read_domains
+
     path = Path(arg)
-    tools = parse_tools(read_json(path), domain=path.stem, source=str(path))
+    tools = read_domains(read_json(path), domain=path.stem, source=str(path))
     return Catalog(name=f"mcp:{arg}", domains=_group_domains(tools))
 
 

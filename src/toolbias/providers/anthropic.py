@@ -171,6 +171,14 @@ class AnthropicProvider(OpenAIProvider):
                                        cached_prompt_tokens=cached),
                            latency_s=latency)
 
+    async def _check_url(self, url: str) -> None:
+        try:
+            await super()._check_url(url)
+        except ProviderError as exc:  # the shared check names OpenAI's variables in its fixes
+            fix = (exc.fix or "").replace("OPENAI_API_KEY", "ANTHROPIC_API_KEY").replace(
+                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL").replace("openai:", "anthropic:")
+            raise ProviderError(exc.what, where=exc.where, fix=fix or None) from None
+
     async def _probe(self, url: str) -> None:
         """A 1-token request, for servers without a usable /models."""
         body = {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
