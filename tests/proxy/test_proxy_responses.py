@@ -32,15 +32,22 @@ def _task(catalog: Catalog) -> Task:
     return next(t for t in catalog.tasks if len(t.gold) >= 2)
 
 
-def _sdk_agent(base_url: str, tools: list[dict[str, Any]], query: str) -> tuple[list[tuple[str, Any]], str]:
-    """The openai SDK's Responses API loop: the whole conversation in ``input`` each turn."""
+def _sdk_agent(base_url: str, tools: list[dict[str, Any]], query: str,
+               stream: bool = False) -> tuple[list[tuple[str, Any]], str]:
+    """The openai SDK's Responses API loop: the whole conversation in ``input`` each turn (with
+    ``stream``: the SDK's own stream helper accumulates the events into the response)."""
     client = openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
     items: list[Any] = [{"role": "user", "content": query}]
     executed: list[tuple[str, Any]] = []
     try:
         for _ in range(20):
-            r = client.responses.create(model=MODEL, input=items, tools=tools, instructions="Be helpful.",
-                                        store=False)
+            if stream:
+                with client.responses.stream(model=MODEL, input=items, tools=tools, instructions="Be helpful.",
+                                             store=False) as events:
+                    r = events.get_final_response()
+            else:
+                r = client.responses.create(model=MODEL, input=items, tools=tools, instructions="Be helpful.",
+                                            store=False)
             calls = [o for o in r.output if o.type == "function_call"]
             if not calls:
                 return executed, r.output_text
@@ -53,8 +60,10 @@ def _sdk_agent(base_url: str, tools: list[dict[str, Any]], query: str) -> tuple[
     raise AssertionError("the agent never got an answer")
 
 
-@pytest.mark.parametrize("variant", ["native", "transaction", "fully_merged", "schema_discovery", "composed"])
-def test_sdk_responses_agent_sees_exactly_the_native_gold(builtin: Catalog, variant: str) -> None:
+@pytest.mark.parametrize("variant,stream", [("native", False), ("transaction", False), ("fully_merged", False),
+                                            ("schema_discovery", False), ("composed", False), ("transaction", True),
+                                            ("fully_merged", True)])
+def test_sdk_responses_agent_sees_exactly_the_native_gold(builtin: Catalog, variant: str, stream: bool) -> None:
     task = _task(builtin)
     chat_tools = native_tools(builtin, task.domain)
     codec = CodecSource(resolve_variant(variant)).for_tools(chat_tools).codec
@@ -62,7 +71,7 @@ def test_sdk_responses_agent_sees_exactly_the_native_gold(builtin: Catalog, vari
         upstream.responder = OracleUpstream(codec, task.gold, 1)
         with proxy_server(upstream, variant) as proxy:
             executed, answer = _sdk_agent(proxy.base_url, write_tools(builtin.domain(task.domain).tools, "responses"),
-                                          task.query)
+                                          task.query, stream)
         first = upstream.requests[0]
     assert executed == [(a.tool, dict(a.arguments)) for a in task.gold]
     assert answer == "All done."
@@ -80,10 +89,16 @@ def test_without_tools_passes_through_and_refusals_are_400s(builtin: Catalog) ->
             client.close()
         assert r.output_text == "ok" and r.status == "completed" and r.usage.output_tokens >= 1
         assert upstream.requests[-1]["max_tokens"] == 20 and "tools" not in upstream.requests[-1]
+        raw = httpx.post(f"{proxy.base_url}/responses", json={"model": MODEL, "input": "Say ok.", "stream": True},
+                         timeout=10)
+        assert raw.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in raw.text.splitlines() if line.startswith("data: ")]
+        assert [e["type"] for e in events][0] == "response.created" and events[-1]["type"] == "response.completed"
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == "ok"
         n = len(upstream.requests)
         tools = write_tools(builtin.domains[0].tools, "responses")
         bad = {"previous_response_id": ({"previous_response_id": "resp_1"}, "keeps no conversations"),
-               "stream": ({"stream": True}, "streaming is not served"),
                "hosted tool": ({"tools": [*tools, {"type": "web_search_preview"}]}, "unknown type 'web_search_preview'"),
                "item": ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "'web_search_call' is not served"),
                "empty": ({"input": []}, "'input' must be")}

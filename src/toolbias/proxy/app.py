@@ -107,7 +107,7 @@ class ProxyApp:
 
     async def _responses(self, receive: Receive, send: Send) -> None:
         """The Responses API, served as the chat request it means (:mod:`.responses_api`)."""
-        from .responses_api import chat_request, response_object
+        from .responses_api import chat_request, response_events, response_object
 
         try:
             body = wirejson.loads(await _read_body(receive))
@@ -123,7 +123,15 @@ class ProxyApp:
             except InfraError as exc:
                 raise upstream_error(exc) from None
         self._served_responses += 1
-        await _send_json(send, 200, response_object(result, body, self._served_responses))
+        response = response_object(result, body, self._served_responses)
+        if not body.get("stream"):
+            await _send_json(send, 200, response)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        for event in response_events(response):
+            data = b"event: " + event["type"].encode() + b"\ndata: " + wirejson.dumpb(event) + b"\n\n"
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _passthrough(self, body: dict[str, Any], stream: bool, send: Send) -> None:
         provider, url, out = self.proxy.passthrough_request(body)

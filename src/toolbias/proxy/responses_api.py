@@ -13,9 +13,10 @@ variant semantics: conversations, protocol calls, rejections, the store's ``live
 - ``tools`` in the Responses form are read by the one tool reader
   (:mod:`toolbias.catalog.formats`); ``tool_choice`` keeps its meaning; ``max_output_tokens``
   is ``max_tokens``;
+- ``"stream": true``: the whole answer (decoded whole, as calls must be complete to decode them) is
+  sent as the API's server-sent events (created, output items with one delta each, completed);
 - refused with a 400 that says why: ``previous_response_id`` (the proxy keeps no server-side
-  conversations: send the whole ``input``), ``stream`` (not served on this route), items of
-  other types (hosted tools' calls).
+  conversations: send the whole ``input``) and items of other types (hosted tools' calls).
 """
 
 from __future__ import annotations
@@ -57,9 +58,6 @@ def chat_request(body: Any) -> dict[str, Any]:
         raise ProxyError(400, "previous_response_id is not served: the variant proxy keeps no conversations on "
                               "the server; send the whole conversation in 'input' (and store: false)",
                          code="unsupported_previous_response_id")
-    if body.get("stream"):
-        raise ProxyError(400, "streaming is not served on /v1/responses; send stream: false (or use "
-                              "/v1/chat/completions, which streams)", code="unsupported_stream")
     messages: list[dict[str, Any]] = []
     if body.get("instructions"):
         messages.append({"role": "system", "content": _text(body["instructions"], "instructions")})
@@ -141,4 +139,33 @@ def response_object(result: Mapping[str, Any], body: Mapping[str, Any], n: int) 
     return out
 
 
-__all__ = ["chat_request", "response_object"]
+def response_events(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A whole response as the server-sent events of a stream (``"stream": true``): created, each
+    output item added, its text or arguments in one delta, done, and completed with the response."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**response, "status": "in_progress", "output": [],
+                                                  "usage": None}}]
+    for i, item in enumerate(response["output"]):
+        if item["type"] == "message":
+            events.append({"type": "response.output_item.added", "output_index": i,
+                           "item": {**item, "status": "in_progress", "content": []}})
+            for k, part in enumerate(item["content"]):
+                common = {"item_id": item["id"], "output_index": i, "content_index": k}
+                events += [{"type": "response.content_part.added", **common, "part": {**part, "text": ""}},
+                           {"type": "response.output_text.delta", **common, "delta": part["text"], "logprobs": []},
+                           {"type": "response.output_text.done", **common, "text": part["text"], "logprobs": []},
+                           {"type": "response.content_part.done", **common, "part": part}]
+        else:
+            common = {"item_id": item["id"], "output_index": i}
+            events += [{"type": "response.output_item.added", "output_index": i,
+                        "item": {**item, "status": "in_progress", "arguments": ""}},
+                       {"type": "response.function_call_arguments.delta", **common, "delta": item["arguments"]},
+                       {"type": "response.function_call_arguments.done", **common, "name": item["name"],
+                        "arguments": item["arguments"]}]
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    events.append({"type": done, "response": response})
+    return [{**e, "sequence_number": n} for n, e in enumerate(events)]
+
+
+__all__ = ["chat_request", "response_events", "response_object"]
