@@ -7,7 +7,8 @@ binds to 127.0.0.1 only.
 1. ``FakeOpenAIServer``: a scriptable, zero-latency server (stdlib ``http.server``
    in a daemon thread, HTTP/1.1 keep-alive, one thread per connection).
 
-   Endpoints: ``GET /v1/models`` and ``POST /v1/chat/completions`` (non-streaming).
+   Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions``
+   (non-streaming; a raw completion returns the reply's text as ``choices[0].text``).
    Unknown model -> 404 ``model_not_found``; with ``api_key=`` set, a missing or
    wrong ``Authorization: Bearer`` -> 401.
 
@@ -304,7 +305,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._error(404, f"no route {self.path}", "invalid_request_error")
 
     def do_POST(self) -> None:
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        raw = self.path.rstrip("/") in ("/v1/completions", "/completions")
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions") and not raw:
             self._error(404, f"no route {self.path}", "invalid_request_error")
             return
         body = self._read_body()
@@ -326,6 +328,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             payload = reply
         else:
             payload = _completion(str(model), Reply.text(reply) if isinstance(reply, str) else reply or Reply(), body)
+            if raw:  # a raw completion (POST /v1/completions): the reply's text as choices[0].text
+                choice = payload["choices"][0]
+                payload = {**payload, "object": "text_completion",
+                           "choices": [{"index": 0, "text": choice["message"]["content"] or "",
+                                        "finish_reason": choice["finish_reason"], "logprobs": None}]}
         self._send(200, payload)
 
     def _fault(self, kind: str, model: str) -> None:

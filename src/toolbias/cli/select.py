@@ -17,6 +17,7 @@ from ..errors import ToolbiasError
 from ..providers import ModelAPI
 from ..report import selection as figs
 from ..selection import study
+from ..selection.backbones import BACKBONE_NAMES
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
 from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
@@ -40,9 +41,16 @@ def _console() -> Console:
     return Console(stderr=True)
 
 
-def _provider(spec: str, base_url: Sequence[str], concurrency: int, cache: str | None) -> ModelAPI:
+def _provider(spec: str, base_url: Sequence[str], concurrency: int, cache: str | None,
+              settings: RunSettings | None = None) -> ModelAPI:
     options: dict[str, Any] = {"base_urls": list(base_url)} if base_url else {}
     model = make_provider(spec, **options)
+    if settings is not None and settings.backbone is not None:
+        from ..selection.backbones import for_backbone
+
+        model, note = for_backbone(model, settings.backbone)
+        if note:
+            _console().print(note, highlight=False, markup=False)
     if spec.startswith("chooser:"):
         return model
     from ..providers.wrapper import ResponseCache, wrap
@@ -130,15 +138,39 @@ def _setting_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--seed", type=int, help="run r samples with seed+r; -1: send no seed [default: 0]; also "
                                               "seeds perturbations and uniform draws"),
         click.option("--runs", type=int, help="repetitions of the full benchmark [default: 1; --paper: 3]"),
+        click.option("--backbone", type=click.Choice(BACKBONE_NAMES),
+                     help="with --paper: the paper's per-backbone settings (PROTOCOL.md 1.6) [default: inferred "
+                          "from the model spec, printed]"),
+        click.option("--stop", multiple=True, help="stop sequence (repeat; 'none': no stop) [default: the backbone's]"),
+        click.option("--reask", type=int, help="calls per trial until a function call [default: the backbone's]"),
+        click.option("--thinking", type=click.Choice(["on", "off", "unset"]),
+                     help="chat_template_kwargs.enable_thinking [default: the backbone's; qwen: off]"),
+        click.option("--functions-param", type=click.Choice(["auto", "functions", "tools"]),
+                     help="function backbone: legacy functions or tools [default: auto: functions on api.openai.com]"),
     ]
     for opt in reversed(options):
         f = opt(f)
     return f
 
 
-def _settings(options: dict[str, Any]) -> RunSettings:
+def _settings(options: dict[str, Any], model: str | None = None) -> RunSettings:
+    """The run settings; under --paper a backbone's (:mod:`toolbias.selection.backbones`), printed."""
+    from ..selection import backbones
+
     keys = ("presentation", "prompt", "tool_choice", "temperature", "top_p", "max_tokens", "seed", "runs")
-    return RunSettings.resolve(paper=bool(options.pop("paper", False)), **{k: options.pop(k, None) for k in keys})
+    wire = {k: options.pop(k, None) for k in ("backbone", "stop", "reask", "thinking", "functions_param")}
+    paper = bool(options.pop("paper", False))
+    given = {k: options.pop(k, None) for k in keys}
+    if not paper:
+        if any(v for v in wire.values()):
+            raise ToolbiasError("--backbone, --stop, --reask, --thinking and --functions-param apply to the paper's "
+                                "protocol", fix="add --paper")
+        return RunSettings.resolve(**given)
+    settings, why = backbones.resolve_paper(model, backbone=wire["backbone"], stop=wire["stop"],
+                                           reask=wire["reask"], thinking=wire["thinking"],
+                                           functions_param=wire["functions_param"], **given)
+    _console().print(f"backbone: {settings.backbone_label} ({why})", highlight=False, markup=False)
+    return settings
 
 
 def _model_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,20 +276,23 @@ def prompt_cmd(benchmark: str, cluster: str, query_index: int, rotation: int, as
 @click.option("--k", "ks", help="sweep: comma list of K; each cluster cut to K tools (benchmark <name>[k=K,...])")
 @click.option("--k-order", type=click.Choice(study.K_ORDERS), default="b2w", show_default=True,
               help="which K tools: best-to-worst or worst-to-best by the base run's rates, or random (seeded)")
+@click.option("--k-rank", help="the base run ranking the K tools: own, paper (the authors' Qwen3-235B cluster-7 "
+                               "ranking), model:SPEC or file:PATH [default: own; --paper: paper, cluster 7 only]")
 @click.option("--order", type=click.Choice(["cyclic", "random"]), default="cyclic", show_default=True,
               help="cyclic rotations, or as many independent seeded shuffles per query")
 @_model_options
 def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | None, ks: str | None,
-            k_order: str, order: str, base_url: tuple[str, ...], benchmark: str, queries: int | None,
-            clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
-            **options: Any) -> None:
+            k_order: str, k_rank: str | None, order: str, base_url: tuple[str, ...], benchmark: str,
+            queries: int | None, clusters: str | None, store: str, concurrency: int, cache: str | None,
+            as_json: bool, **options: Any) -> None:
     """Run a model on every query in every cyclic rotation; store and report the selections.
 
     Lists of temperatures, top-p values and K run one result group each. Re-running the same command
     resumes: stored answers are kept, infrastructure errors retried.
     """
     bench = _bench(benchmark, queries, clusters)
-    provider = _provider(model, base_url, concurrency, cache)
+    settings = _settings(options, model)
+    provider = _provider(model, base_url, concurrency, cache, settings)
 
     def group_done(group: study.SweepGroup) -> None:
         _console().print(_summary_line(group.summary), highlight=False)
@@ -267,10 +302,11 @@ def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | 
 
     with SelectionStore(store) as st:
         groups = study.run_sweep(
-            provider, bench, _settings(options), store=st, condition=condition,
+            provider, bench, settings, store=st, condition=condition,
             temperatures=_floats(temperatures, "--temperatures"), top_ps=_floats(top_ps, "--top-ps"),
             ks=[int(k) for k in _floats(ks, "--k")], k_order=k_order, order=order, concurrency=concurrency,
-            progress=lambda label, total: trials_progress(_console(), total, label), on_group=group_done)
+            progress=lambda label, total: trials_progress(_console(), total, label), on_group=group_done,
+            k_rank=k_rank, on_note=lambda note: _console().print(note, highlight=False, markup=False))
     results = [(g.settings, g.records, g.summary) for g in groups]
     reports = {}
     for _setting, records, summary in results:
@@ -280,14 +316,32 @@ def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | 
         elif as_json and len(results) == 1:
             click.echo(json.dumps({"error": "no parsed selections", "summary": summary.to_dict()}))
             return
-    if len(reports) == 1:
+    sweep_rows = _k_rows(reports) if ks else []
+    if len(reports) == 1 and as_json and sweep_rows:
+        click.echo(json.dumps({**next(iter(reports.values())).to_dict(), "k_sweep": sweep_rows}, indent=2))
+    elif len(reports) == 1 and not sweep_rows:
         label, rep = next(iter(reports.items()))
         _emit(rep, as_json, title=label)
     elif as_json:
-        click.echo(json.dumps({"groups": {k: v.to_dict() for k, v in reports.items()}}, indent=2))
+        out: dict[str, Any] = {"groups": {k: v.to_dict() for k, v in reports.items()}}
+        if sweep_rows:
+            out["k_sweep"] = sweep_rows
+        click.echo(json.dumps(out, indent=2))
     else:
         for label, rep in reports.items():
             Console().print(report_table(rep, label))
+        for row in sweep_rows:
+            click.echo(f"K={row['k']} {row['order']}: δapi {row['delta_api']:.3f} (÷{row['max']:.3f}: "
+                       f"{100 * row['delta_api_norm']:.1f}% ± {100 * row['delta_api_norm_std']:.1f}), δpos "
+                       f"{row['delta_pos']:.3f} ({100 * row['delta_pos_norm']:.1f}% ± "
+                       f"{100 * row['delta_pos_norm_std']:.1f})")
+
+
+def _k_rows(reports: dict[str, BiasReport]) -> list[dict[str, Any]]:
+    """The K sweep's rows: δ raw and normalised by 1 - 1/K (:func:`toolbias.selection.ksweep.k_sweep_rows`)."""
+    from ..selection.ksweep import k_sweep_rows
+
+    return k_sweep_rows(reports)
 
 @select.command("metrics")
 @click.argument("records", required=False)
@@ -394,14 +448,17 @@ def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **
 @click.option("--features", "feature_set", type=click.Choice(["paper", "toolbias"]), default="paper",
               show_default=True, help="paper: the paper's seven features, centring and models; toolbias: this "
                                       "project's features (promotional words, exposure, standardised models)")
-@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
-              help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical")
+@click.option("--similarity", type=click.Choice(["minilm", "tfidf"]),
+              help="minilm: all-MiniLM-L6-v2 embeddings (the explain extra, see README); tfidf: lexical "
+                   "[default: minilm when its weights are installed, else tfidf, said so]")
 @click.option("--trees", type=int, default=100, show_default=True, help="random forest size (toolbias features)")
+@click.option("--permutations", type=int, default=1000, show_default=True,
+              help="paper features: shuffles of the rates within clusters for the chance baseline")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
-                presentation: str | None, feature_set: str, similarity: str, trees: int, seed: int,
-                as_json: bool) -> None:
+                presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
+                seed: int, as_json: bool) -> None:
     """Explain selection rates by tool features (linear regression and random forest)."""
     from ..selection import paper_features as pf
     from ..selection.features import explain
@@ -409,8 +466,11 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
     if sum(bool(x) for x in (records, store, table_path)) != 1:
         raise ToolbiasError("give one of: a records file, --store or --table")
     if table_path:
-        _print_paper_explanations(pf.explain_table(table_path), as_json)
+        _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
         return
+    similarity, note = pf.resolve_similarity(similarity)
+    if note:
+        _console().print(note, highlight=False, markup=False)
     bench = load_benchmark(benchmark)
     if records:
         sels, unparsed = read_records(records)
@@ -422,7 +482,8 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
                                      presentation=presentation), "explain")
         who = key.model
     if feature_set == "paper":
-        result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who)
+        result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
+                                     permutations=permutations, seed=seed)
         _print_paper_explanations({who: result}, as_json)
         return
     old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
@@ -449,18 +510,36 @@ def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
         click.echo(json.dumps(out if len(out) > 1 else next(iter(out.values())), indent=2))
         return
     for m, r in results.items():
+        st = r.statistics
         table = Table(title=f"{m}: OLS on cluster-centred features (n={r.n}, R² = {_fmt(r.r2)})")
         table.add_column("feature", no_wrap=True)
-        for col in ("coef (raw)", "coef (std.)", "Pearson r", "RF perm. importance"):
+        for col in ("coef (raw)", "95% CI", "p (Holm)", "coef (std.)", "Pearson r", "r: p (Holm)",
+                    "RF perm. importance"):
             table.add_column(col, justify="right")
         perm = r.forest.get("permutation_importance", {})
         for f in r.features:
-            table.add_row(f, f"{r.coefficients[f]:+.3g}", _fmt(r.standardized[f]),
+            c = (st.get("coefficients") or {}).get(f, {})
+            rc = (st.get("correlations") or {}).get(f, {})
+            ci = c.get("ci95")
+            table.add_row(f, f"{r.coefficients[f]:+.3g}", f"[{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "",
+                          f"{_fmt(c.get('p'))} ({_fmt(c.get('p_holm'))})" if c else "", _fmt(r.standardized[f]),
                           _fmt(r.correlations.get(f, {}).get("pearson")),
+                          f"{_fmt(rc.get('p'))} ({_fmt(rc.get('p_holm'))})" if rc else "",
                           _fmt(perm[f]["mean"]) if f in perm else "(left out)")
         Console().print(table)
         if "cv_r2" in r.forest:
             click.echo(f"random forest (200 trees, depth 5): 5-fold CV R² = {_fmt(r.forest['cv_r2'])}")
+        if st:
+            perm_b = st["permutation"]
+            click.echo(f"adjusted R² {_fmt(st['adjusted_r2'])}; 5-fold CV R²: linear {_fmt(st['linear_cv_r2'])}, "
+                       f"forest {_fmt(st['forest_cv_r2'])}; rates shuffled within clusters "
+                       f"({perm_b['permutations']}x): R² mean {_fmt(perm_b['mean_r2'])}, 95th percentile "
+                       f"{_fmt(perm_b['p95_r2'])}, p = {_fmt(perm_b['p_value'])}")
+            click.echo(("FLAG: this fit is " if st["chance"] else "") + st["verdict"])
+    fam = next(iter(results.values())).statistics.get("correlation_family") if results else None
+    if fam:
+        click.echo(f"{fam['tests']} feature correlations across the models: {fam['p_below_0.05']} with p < .05 "
+                   f"uncorrected, {fam['holm_below_0.05']} after Holm, {fam['bh_below_0.05']} after BH")
 
 @select.command("perturb")
 @model_option(required=True)
@@ -473,8 +552,8 @@ def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: 
                 as_json: bool, **options: Any) -> None:
     """Run the base condition and metadata perturbations; report TV to base and to uniform."""
     bench = _bench(benchmark, queries, clusters)
-    settings = _settings(options)
-    provider = _provider(model, base_url, concurrency, cache)
+    settings = _settings(options, model)
+    provider = _provider(model, base_url, concurrency, cache, settings)
     names = study.expand_conditions(conditions)
     with SelectionStore(store) as st:
         result = study.in_session([provider], lambda: study.aperturb(provider, bench, settings, names, store=st,
@@ -513,9 +592,10 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
     """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
     style = filter_style or ("paper" if options.get("paper") else "toolbias")
     bench = _bench(benchmark, queries, clusters)
-    settings = _settings(options)
+    settings = _settings(options, model or filter_model)
     filt = _provider(filter_model, base_url, concurrency, cache)
-    chooser = filt if not model or model == filter_model else _provider(model, base_url, concurrency, cache)
+    chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
+        _provider(model or filter_model, base_url, concurrency, cache, settings)
     with SelectionStore(store) as st:
         result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
             chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,

@@ -135,6 +135,13 @@ class PaperExplanation:
     standardized: Mapping[str, float]
     correlations: Mapping[str, Mapping[str, float]]
     forest: Mapping[str, Any] = field(default_factory=dict)
+    #: adjusted and cross-validated R², permutation baseline, CIs and corrected p-values (:mod:`.fit_stats`)
+    statistics: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def chance(self) -> bool:
+        """The fit is no better than chance (permutation baseline; False when not computed)."""
+        return bool(self.statistics.get("chance"))
 
     def to_dict(self) -> dict[str, Any]:
         def clean(x: Any) -> Any:
@@ -146,11 +153,13 @@ class PaperExplanation:
         return clean({"model": self.model, "n": self.n, "features": list(self.features), "r2": self.r2,
                       "intercept": self.intercept, "coefficients": dict(self.coefficients),
                       "standardized": dict(self.standardized), "correlations": dict(self.correlations),
-                      "random_forest": dict(self.forest)})
+                      "random_forest": dict(self.forest), "statistics": dict(self.statistics)})
 
 
-def regress(centred: Any, rate: str = "rate", *, model: str = "", forest: bool = True) -> PaperExplanation:
-    """OLS (and the random forest) of ``rate`` on the centred features present in ``centred``."""
+def regress(centred: Any, rate: str = "rate", *, model: str = "", forest: bool = True, statistics: bool = True,
+            permutations: int = 1000, seed: int = 0) -> PaperExplanation:
+    """OLS (and the random forest) of ``rate`` on the centred features present in ``centred``; ``statistics``:
+    also :func:`.fit_stats.fit_statistics` (the in-sample R² stays the paper's)."""
     features = [f for f in PAPER_FEATURES if f in centred and centred[f].notna().any()]
     data = centred.dropna(subset=[*features, rate])
     if len(data) <= len(features) + 1:
@@ -171,12 +180,19 @@ def regress(centred: Any, rate: str = "rate", *, model: str = "", forest: bool =
         if len(pair) > 2 and pair[f].std() > 0 and pair[rate].std() > 0:
             from scipy import stats
 
-            corr[f] = {"pearson": float(stats.pearsonr(pair[f], pair[rate])[0]),
+            pearson = stats.pearsonr(pair[f], pair[rate])
+            corr[f] = {"pearson": float(pearson[0]), "pearson_p": float(pearson[1]),
                        "spearman": float(stats.spearmanr(pair[f], pair[rate])[0]), "n": float(len(pair))}
     out = PaperExplanation(model=model, n=len(y), features=tuple(features), r2=r2, intercept=float(beta[0]),
                            coefficients=coefs, standardized=std, correlations=corr)
     if forest:
         out = PaperExplanation(**{**out.__dict__, "forest": random_forest(centred, rate)})
+    if statistics:
+        from .fit_stats import fit_statistics
+
+        extra = fit_statistics(centred, rate, features, permutations=permutations, seed=seed,
+                               forest_cv=out.forest.get("cv_r2_folds"), correlations=corr)
+        out = PaperExplanation(**{**out.__dict__, "statistics": extra})
     return out
 
 
@@ -205,14 +221,16 @@ def random_forest(centred: Any, rate: str = "rate") -> dict[str, Any]:
 
 
 def explain_paper(bench: Benchmark, rates: Mapping[str, Sequence[float]], *, similarity: str | SimilarityFn = "minilm",
-                  model: str = "", forest: bool = True) -> tuple[PaperExplanation, Any]:
+                  model: str = "", forest: bool = True, statistics: bool = True, permutations: int = 1000,
+                  seed: int = 0) -> tuple[PaperExplanation, Any]:
     """Features of the benchmark's tools, centred per cluster, regressed on the given selection rates."""
     table = feature_table(bench, similarity=similarity)
     table = table[table["cluster"].isin(list(rates))].copy()
     if table.empty:
         raise ToolbiasError("no cluster has both features and selection rates")
     table["rate"] = [float(rates[c][a]) for c, a in zip(table["cluster"], table["api"], strict=True)]
-    return regress(centre(table), model=model, forest=forest), table
+    return regress(centre(table), model=model, forest=forest, statistics=statistics, permutations=permutations,
+                   seed=seed), table
 
 
 def load_feature_table(path: str | Path) -> Any:
@@ -233,11 +251,35 @@ def load_feature_table(path: str | Path) -> Any:
     return pd.DataFrame(rows)
 
 
-def explain_table(path: str | Path, *, forest: bool = True, centred: bool | None = None) -> dict[str, PaperExplanation]:
+def explain_table(path: str | Path, *, forest: bool = True, centred: bool | None = None, statistics: bool = True,
+                  permutations: int = 1000, seed: int = 0) -> dict[str, PaperExplanation]:
     """The paper's regression per model on a shared features table (the centred file is used as it is; the raw
-    file is centred first)."""
+    file is centred first). With ``statistics``, each model's also holds ``correlation_family``: Holm and BH over
+    all models' correlations together (:func:`.fit_stats.correct_family`)."""
     table = load_feature_table(path)
     is_centred = centred if centred is not None else Path(path).name != FEATURES_FILE
     data = table if is_centred else centre(table)
     models = [c.removeprefix("rate:") for c in table.columns if c.startswith("rate:")]
-    return {m: regress(data, f"rate:{m}", model=m, forest=forest) for m in models}
+    out = {m: regress(data, f"rate:{m}", model=m, forest=forest, statistics=statistics, permutations=permutations,
+                      seed=seed) for m in models}
+    if statistics and len(out) > 1:
+        from .fit_stats import correct_family
+
+        family = correct_family({m: e.statistics for m, e in out.items()})
+        out = {m: PaperExplanation(**{**e.__dict__, "statistics": {**e.statistics, "correlation_family": family}})
+               for m, e in out.items()}
+    return out
+
+
+def resolve_similarity(kind: str | None) -> tuple[str, str | None]:
+    """``kind`` (None: MiniLM when its weights are installed, else tfidf) and a note when it fell back."""
+    if kind is not None:
+        return kind, None
+    from .embed import model_dir
+
+    try:
+        model_dir()
+    except MissingExtraError as exc:
+        return "tfidf", (f"similarity: tfidf (lexical), because the MiniLM weights are not installed ({exc.what}); "
+                         f"{exc.fix} for all-MiniLM-L6-v2 (the paper used OpenAI ada-002, available to neither)")
+    return "minilm", None

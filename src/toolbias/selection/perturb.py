@@ -350,7 +350,7 @@ class PerturbationEffect:
 
     @property
     def label(self) -> str:
-        return PAPER_LABELS.get(self.condition.partition(":")[0], self.condition)
+        return PAPER_LABELS.get(self.condition.partition(":")[0].removesuffix("[paper]"), self.condition)
 
     def to_dict(self) -> dict[str, Any]:
         return {"condition": self.condition, "paper_label": self.label, "tv_to_base": self.tv_to_base,

@@ -35,6 +35,8 @@ class GroupKey:
     temperature: float | None
     top_p: float | None
     tool_choice: str | None
+    #: the paper's backbone label (:mod:`.backbones`), "" for runs without one
+    backbone: str = ""
 
     @property
     def label(self) -> str:
@@ -44,12 +46,14 @@ class GroupKey:
     def settings_label(self) -> str:
         def num(x: float | None) -> str:
             return "?" if x is None else f"{x:g}"
-        return f"prompt={self.prompt} T={num(self.temperature)} top_p={num(self.top_p)} tool_choice={self.tool_choice or 'none'}"
+        return (f"prompt={self.prompt} T={num(self.temperature)} top_p={num(self.top_p)} "
+                f"tool_choice={self.tool_choice or 'none'}" + (f" backbone={self.backbone}" if self.backbone else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "benchmark": self.benchmark, "presentation": self.presentation,
                 "prompt": self.prompt, "condition": self.condition, "temperature": self.temperature,
-                "top_p": self.top_p, "tool_choice": self.tool_choice}
+                "top_p": self.top_p, "tool_choice": self.tool_choice, **({"backbone": self.backbone} if self.backbone
+                                                                         else {})}
 
 
 class Status(str, Enum):
@@ -87,12 +91,14 @@ class SelectionRecord:
     #: the paper's reading of the same answer (PROTOCOL.md 1.8; :mod:`.paper_parse`), None when it reads none
     paper_api: int | None = None
     paper_position: int | None = None
+    #: the paper's backbone label (:mod:`.backbones`), "" for runs without one; part of the result group
+    backbone: str = ""
 
     @property
     def group(self) -> GroupKey:
         """The result group: records of different groups are never pooled."""
         return GroupKey(self.model, self.benchmark, self.presentation, self.prompt, self.condition,
-                        self.temperature, self.top_p, self.tool_choice)
+                        self.temperature, self.top_p, self.tool_choice, self.backbone)
 
     @property
     def k(self) -> int:
@@ -132,7 +138,7 @@ class SelectionRecord:
                 "output": dict(self.output) if self.output is not None else None, "extra": dict(self.extra),
                 "latency_s": self.latency_s, "prompt": self.prompt, "temperature": self.temperature,
                 "top_p": self.top_p, "tool_choice": self.tool_choice, "paper_api": self.paper_api,
-                "paper_position": self.paper_position}
+                "paper_position": self.paper_position, **({"backbone": self.backbone} if self.backbone else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SelectionRecord:
@@ -144,7 +150,7 @@ class SelectionRecord:
                    output=d.get("output"), extra=d.get("extra") or {}, latency_s=float(d.get("latency_s", 0.0)),
                    prompt=str(d.get("prompt") or LEGACY_PROMPT), temperature=d.get("temperature"),
                    top_p=d.get("top_p"), tool_choice=d.get("tool_choice"), paper_api=d.get("paper_api"),
-                   paper_position=d.get("paper_position"))
+                   paper_position=d.get("paper_position"), backbone=str(d.get("backbone") or ""))
 
 
 def trial_key(*, settings: Mapping[str, Any], cluster_fingerprint: str, query: str, order: Sequence[int],

@@ -25,7 +25,8 @@ from .store import SelectionStore
 from .types import FilterExample
 
 BASE, MITIGATED = "base", "mitigated"
-GROUP_FIELDS = ("model", "benchmark", "presentation", "prompt", "condition", "temperature", "top_p", "tool_choice")
+GROUP_FIELDS = ("model", "benchmark", "presentation", "prompt", "condition", "temperature", "top_p", "tool_choice",
+                "backbone")
 
 
 def group_records(records: list[SelectionRecord], **filters: Any) -> dict[GroupKey, list[SelectionRecord]]:

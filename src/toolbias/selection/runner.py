@@ -97,7 +97,7 @@ class SelectionRunner(JobKind[Trial, SelectionRecord]):
                  condition: str = "base", config: GenerateConfig | None = None,
                  tool_choice: str | None = "required", concurrency: int = 8, store: SelectionStore | None = None,
                  on_record: Callable[[SelectionRecord], None] | None = None, prompt: Prompt | str | None = None,
-                 benchmark: Benchmark | None = None, order: str = "cyclic") -> None:
+                 benchmark: Benchmark | None = None, order: str = "cyclic", backbone: str = "") -> None:
         if presentation not in self.presentations:
             raise ValueError(f"unknown presentation '{presentation}' (use {' or '.join(self.presentations)})")
         self.prompt = prompt if isinstance(prompt, Prompt) or presentation not in PRESENTATIONS \
@@ -106,6 +106,8 @@ class SelectionRunner(JobKind[Trial, SelectionRecord]):
         self.benchmark = benchmark
         #: random-order trials are keyed apart: a shuffle equal to a rotation is another trial
         self.order = order
+        #: the paper's backbone label, stored with every record (part of its result group)
+        self.backbone = backbone
         self.model = model
         self.benchmark_name = benchmark_name
         self.presentation = presentation
@@ -135,8 +137,9 @@ class SelectionRunner(JobKind[Trial, SelectionRecord]):
         return f"{self.prompt.name}:{hashlib.sha256(self.prompt.text.encode()).hexdigest()[:16]}"
 
     def settings_fields(self) -> dict[str, Any]:
-        return {"prompt": self.prompt_name, "temperature": self.config.temperature, "top_p": self.config.top_p,
-                "tool_choice": self.tool_choice}
+        fields = {"prompt": self.prompt_name, "temperature": self.config.temperature, "top_p": self.config.top_p,
+                  "tool_choice": self.tool_choice}
+        return {**fields, "backbone": self.backbone} if self.backbone else fields
 
     def record(self, trial: Trial, key: str, output: ModelOutput | None, error: str | None = None,
                latency: float = 0.0) -> SelectionRecord:
@@ -230,11 +233,11 @@ async def arun_selection(model: ModelAPI, bench: Benchmark, *, runs: int = 1, pr
                          tool_choice: str | None = "required", concurrency: int = 8,
                          store: SelectionStore | None = None,
                          on_record: Callable[[SelectionRecord], None] | None = None,
-                         prompt: Prompt | str | None = None, order: str = "cyclic",
+                         prompt: Prompt | str | None = None, order: str = "cyclic", backbone: str = "",
                          ) -> tuple[list[SelectionRecord], RunSummary]:
     runner = SelectionRunner(model, benchmark_name=bench.name, presentation=presentation, condition=condition,
                              config=config, tool_choice=tool_choice, concurrency=concurrency, store=store,
-                             on_record=on_record, prompt=prompt, benchmark=bench, order=order)
+                             on_record=on_record, prompt=prompt, benchmark=bench, order=order, backbone=backbone)
     records = await runner.run(plan_trials(bench, runs, order=order, seed=(config.seed or 0) if config else 0))
     return records, runner.summary
 

@@ -13,7 +13,9 @@ paper's unseeded runs, so results resume).
   list line is ``<n>.<tool>:<R20>`` (``blurb_spaced``: ``<n>.<tool>: <R20>``, the full and
   all-but-one scrambles);
 - ``params``: every parameter description, empty ones included, becomes R20; names, types
-  and example values stay.
+  and example values stay;
+- ``paper_spacing``: the blurb line as the authors' code writes it, one space more
+  (``<n>.<tool>: <R20>``, spaced ``<n>.<tool>:  <R20>``; the ``--paper`` replays).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .toolbench import api_of
 from .types import SelectionTool
 
 R20_ALPHABET = string.ascii_letters + string.digits
-MARKS = ("desc", "blurb", "blurb_spaced", "params")
+MARKS = ("desc", "blurb", "blurb_spaced", "params", "paper_spacing")
 
 
 def r20(rng: random.Random) -> str:
@@ -54,7 +56,9 @@ def scramble_tool(tool: SelectionTool, rng: random.Random) -> SelectionTool:
         tool_changes["api_description"] = s
     if marks & {"blurb", "blurb_spaced"}:
         s = r20(rng)
-        api = replace(api, tool_description=s, blurb_sep=" " if "blurb_spaced" in marks else "")
+        # the authors' code writes one space more: `1.tool: R20` and `1.tool:  R20` (mark ``paper_spacing``)
+        sep = (" " if "blurb_spaced" in marks else "") + (" " if "paper_spacing" in marks else "")
+        api = replace(api, tool_description=s, blurb_sep=sep)
         tool_changes["tool_description"] = s
     if "params" in marks:
         api = replace(api, required_parameters=tuple(_scramble_params(api.required_parameters, rng)),

@@ -35,6 +35,8 @@ class RunSettings:
     max_tokens: int = 256
     seed: int | None = 0
     runs: int = 1
+    #: the paper's backbone (:mod:`.backbones`) whose wire settings the model sends; None: none
+    backbone: Any = None
 
     def __post_init__(self) -> None:
         check_presentation(self.presentation)
@@ -58,7 +60,13 @@ class RunSettings:
                               seed=self.seed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["backbone"] = self.backbone.to_dict() if self.backbone is not None else None
+        return d
+
+    @property
+    def backbone_label(self) -> str:
+        return self.backbone.label if self.backbone is not None else ""
 
     @classmethod
     def resolve(cls, *, paper: bool = False, **given: Any) -> RunSettings:

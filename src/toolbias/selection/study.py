@@ -64,14 +64,17 @@ def trial_request(bench: Benchmark, cluster: str, query: int, rotation: int, set
                  tool_choice=settings.effective_tool_choice)
 
 
-def base_rates(store: SelectionStore, model: ModelAPI, bench: Benchmark,
-               settings: RunSettings) -> Mapping[str, Sequence[float]] | None:
-    """Per-cluster API rates of the model's base condition under the same settings (None when absent)."""
+def base_rates(store: SelectionStore, model: ModelAPI | str, bench: Benchmark, settings: RunSettings, *,
+               same_backbone: bool = True) -> Mapping[str, Sequence[float]] | None:
+    """Per-cluster API rates of the model's (or model spec's) base condition under the same settings (None when
+    absent); ``same_backbone=False``: whichever paper backbone it ran under."""
     prompt = resolve_prompt(settings.presentation, settings.prompt)
-    recs = [r for r in store.records(model=model.spec, benchmark=bench.name, condition="base",
+    spec = model if isinstance(model, str) else model.spec
+    recs = [r for r in store.records(model=spec, benchmark=bench.name, condition="base",
                                      presentation=settings.presentation)
             if r.temperature == settings.temperature and r.top_p == settings.top_p
-            and r.tool_choice == settings.effective_tool_choice and r.prompt == prompt.name]
+            and r.tool_choice == settings.effective_tool_choice and r.prompt == prompt.name
+            and (r.backbone == settings.backbone_label or not same_backbone)]
     if not any(r.ok for r in recs):
         return None
     return {c: v["api_rates"] for c, v in report_of(recs).per_cluster.items()}
@@ -86,6 +89,9 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
     ``[random-order]``, so the two never share a result group)."""
     if order == "random":
         bench = bench.with_clusters(bench.clusters, name=f"{bench.name}[random-order]")
+    if paper_replay(condition, settings):
+        return await _arun_paper_condition(model, bench, settings, condition, store=store, concurrency=concurrency,
+                                           on_record=on_record, order=order)
     if condition.partition(":")[0] in TARGETED and ":" not in condition and rates is None:
         rates = base_rates(store, model, bench, settings)
     perturbed = apply_condition(bench, condition, seed=settings.seed or 0, base_rates=rates)
@@ -93,19 +99,59 @@ async def arun(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, stor
                                 condition=perturbation_label(condition), config=settings.config(),
                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
-                                order=order)
+                                order=order, backbone=settings.backbone_label)
+
+
+def paper_replay(condition: str, settings: RunSettings) -> bool:
+    """Under ``--paper`` (a backbone is set) a built-in perturbation replays the authors' files
+    (:mod:`.paper_perturb`) instead of toolbias's seeded variant."""
+    from .paper_perturb import PLANS
+
+    return settings.backbone is not None and condition in PLANS
+
+
+def condition_name(condition: str, settings: RunSettings) -> str:
+    """The condition as records store it: ``<condition>[paper]`` for the authors' replays."""
+    from .paper_perturb import paper_label
+
+    return paper_label(condition) if paper_replay(condition, settings) else perturbation_label(condition)
+
+
+async def _arun_paper_condition(model: ModelAPI, bench: Benchmark, settings: RunSettings, condition: str, *,
+                                store: SelectionStore, concurrency: int, on_record: OnRecord | None,
+                                order: str) -> tuple[list[SelectionRecord], RunSummary]:
+    """Each run on the benchmark as the authors showed it in that run (their per-run mapping files)."""
+    from dataclasses import replace as _replace
+
+    from .paper_perturb import paper_label, paper_runs
+    from .runner import plan_trials
+
+    records: list[SelectionRecord] = []
+    total = RunSummary()
+    for run, shown in paper_runs(bench, condition, settings.runs):
+        runner = SelectionRunner(model, benchmark_name=shown.name, presentation=settings.presentation,
+                                 condition=paper_label(condition), config=settings.config(),
+                                 tool_choice=settings.effective_tool_choice, concurrency=concurrency, store=store,
+                                 on_record=on_record, prompt=resolve_prompt(settings.presentation, settings.prompt),
+                                 benchmark=shown, order=order, backbone=settings.backbone_label)
+        trials = [_replace(t, run=run) for t in plan_trials(shown, 1, order=order, seed=settings.seed or 0)]
+        records += await runner.run(trials)
+        for k, v in runner.summary.to_dict().items():
+            setattr(total, k, getattr(total, k) + v)
+    return records, total
 
 
 K_ORDERS = ("b2w", "w2b", "random")
 
 
 def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[str, Sequence[float]] | None = None,
-              seed: int = 0) -> list[Benchmark]:
+              seed: int = 0, rank_tag: str = "") -> list[Benchmark]:
     """The K sweep's benchmarks (PROTOCOL.md 6): each cluster cut to K tools, named ``<name>[k=K,<kind>]``.
 
     ``b2w``: the K most-selected tools (best to worst, by ``rates``), ``w2b``: the K least-selected (worst to
     best), ``random``: K tools drawn with ``seed`` in a random order. The K tools are then shown in all K
-    cyclic rotations; records index the K tools (δ is over K APIs and K positions)."""
+    cyclic rotations; records index the K tools (δ is over K APIs and K positions). ``rank_tag`` names a ranking
+    other than the model's own base run (``[k=K,<kind>,by=<tag>]``, :func:`.ksweep.rank_tag`)."""
     import random as _random
 
     from .perturb import ranked_tools
@@ -124,7 +170,8 @@ def k_subsets(bench: Benchmark, ks: Sequence[int], kind: str, *, rates: Mapping[
                 ranked = ranked_tools(c, rates, f"K subsets ({kind})")
                 idx = ranked[:k] if kind == "b2w" else list(reversed(ranked))[:k]
             clusters.append(c.with_tools([c.tools[i] for i in idx]))
-        out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}]"))
+        by = f",by={rank_tag}" if rank_tag and kind != "random" else ""
+        out.append(bench.with_clusters(clusters, name=f"{bench.name}[k={k},{kind}{by}]"))
     return out
 
 
@@ -155,15 +202,30 @@ def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store
               condition: str = "base", temperatures: Sequence[float] = (), top_ps: Sequence[float] = (),
               ks: Sequence[int] = (), k_order: str = "b2w", order: str = "cyclic", concurrency: int = 8,
               progress: GroupProgress = _no_progress,
-              on_group: Callable[[SweepGroup], None] | None = None) -> list[SweepGroup]:
+              on_group: Callable[[SweepGroup], None] | None = None, k_rank: str | None = None,
+              on_note: Callable[[str], None] | None = None) -> list[SweepGroup]:
     """``select run``: every (K-cut benchmark x temperature x top-p) group, each run (resuming from
-    ``store``) in its own session; ``ks`` cut each cluster to K tools ranked by the model's base
-    run (``k_order``), no ``ks`` runs the whole benchmark. Groups come back in run order."""
+    ``store``) in its own session; ``ks`` cut each cluster to K tools ranked by a named base run
+    (``k_rank``, :func:`.ksweep.ranking_rates`: the model's own by default, under ``--paper`` the authors'
+    Qwen3-235B cluster-7 ranking on cluster 7 only), no ``ks`` runs the whole benchmark. Groups come back
+    in run order; ``on_note`` hears where the ranking came from."""
     sweep = settings.sweep(temperatures=temperatures, top_ps=top_ps)
     benches = [bench]
     if ks:
-        rates = base_rates(store, model, bench, settings) if k_order != "random" else None
-        benches = k_subsets(bench, list(ks), k_order, rates=rates, seed=settings.seed or 0)
+        from . import ksweep
+
+        rank = k_rank or ("paper" if settings.backbone is not None else "own")
+        rates = None
+        if k_order != "random":
+            if rank == "paper":
+                bench = subset(bench, clusters=ksweep.paper_clusters(bench))
+            rates, source = ksweep.ranking_rates(
+                rank, bench=bench, own=lambda: base_rates(store, model, bench, settings),
+                other=lambda spec: base_rates(store, spec, bench, settings, same_backbone=False))
+            if on_note is not None:
+                on_note(f"K tools ranked by {source}")
+        benches = k_subsets(bench, list(ks), k_order, rates=rates, seed=settings.seed or 0,
+                            rank_tag=ksweep.rank_tag(rank))
     groups: list[SweepGroup] = []
     for b in benches:
         for one in sweep:
@@ -212,9 +274,9 @@ async def aperturb(model: ModelAPI, bench: Benchmark, settings: RunSettings, con
     for cond in conditions:
         recs, summary = await arun(model, bench, settings, store=store, condition=cond, concurrency=concurrency,
                                    rates=base.api_rates())
-        summaries[perturbation_label(cond)] = summary
+        summaries[condition_name(cond, settings)] = summary
         if any(r.ok for r in recs):
-            reports[perturbation_label(cond)] = report_of(recs, label=cond)
+            reports[condition_name(cond, settings)] = report_of(recs, label=cond)
     return PerturbationStudy(base, perturbation_effects(base, reports), summaries)
 
 
@@ -238,7 +300,8 @@ async def amitigate(chooser: ModelAPI, filter_model: ModelAPI, bench: Benchmark,
     fs = filter_settings or settings
     picker = SelectionRunner(chooser, benchmark_name=bench.name, presentation=settings.presentation,
                              config=settings.config(), tool_choice=settings.effective_tool_choice,
-                             prompt=resolve_prompt(settings.presentation, settings.prompt), benchmark=bench)
+                             prompt=resolve_prompt(settings.presentation, settings.prompt), benchmark=bench,
+                             backbone=settings.backbone_label)
     after_recs = await arun_mitigation(filter_model, bench, runs=fs.runs, seed=seed, config=fs.config(),
                                        concurrency=concurrency, store=store, on_empty=on_empty,
                                        filter_style=filter_style, chooser=picker, on_record=on_record)

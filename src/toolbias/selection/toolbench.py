@@ -97,10 +97,13 @@ class ToolbenchAPI:
     rest: str | None = None
     #: between ``<n>.<tool>:`` and the blurb in the tool list (a scrambled blurb follows the colon directly)
     blurb_sep: str = " "
+    #: the function name shown instead of the computed one (the authors' renames of a name cut at 64
+    #: characters keep the cut API part: PROTOCOL.md 3, :func:`~toolbias.selection.paper_perturb.keep_cut`)
+    name_override: str = ""
 
     @property
     def function_name(self) -> str:
-        return function_name(self.tool_name, self.api_name)
+        return self.name_override or function_name(self.tool_name, self.api_name)
 
     @property
     def standard_tool_name(self) -> str:
@@ -117,6 +120,8 @@ class ToolbenchAPI:
             d["rest"] = self.rest
         if self.blurb_sep != " ":
             d["blurb_sep"] = self.blurb_sep
+        if self.name_override:
+            d["name_override"] = self.name_override
         return d
 
     @classmethod
@@ -129,7 +134,8 @@ class ToolbenchAPI:
                    required_parameters=tuple(d.get("required_parameters") or ()),
                    optional_parameters=tuple(d.get("optional_parameters") or ()),
                    category_name=str(d.get("category_name", "") or ""), described_as=str(d.get("described_as") or ""),
-                   rest=d.get("rest"), blurb_sep=str(d.get("blurb_sep", " ")))
+                   rest=d.get("rest"), blurb_sep=str(d.get("blurb_sep", " ")),
+                   name_override=str(d.get("name_override") or ""))
 
     def description_rest(self) -> str:
         """What follows "you can use this tool." in the function description ('' without an API description)."""
