@@ -14,7 +14,7 @@ from typing import Any
 from ..base.plugins import Plugin, Registry
 from ..errors import CatalogError
 from .model import Catalog, Domain, NativeAction, Task, Tool
-from .openai_format import infer_class, parse_tool, parse_tools, read_json, read_jsonl
+from .openai_format import infer_class, parse_tool, read_json, read_jsonl
 from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 
@@ -59,29 +59,22 @@ def _group_domains(tools: list[Tool], systems: dict[str, str] | None = None) -> 
 
 
 def load_tools(arg: str) -> Catalog:
-    """A plain OpenAI tool list; one domain named after the file."""
+    """A tool list in any format :mod:`.formats` reads; one domain named after the file, or one per key
+    of a ``{domain: tool list}`` object (what ``toolbias shape`` writes for several domains)."""
+    from .formats import read_domains
+
     path = Path(arg)
-    domain = path.stem
-    tools = parse_tools(read_json(path), domain=domain, source=str(path))
+    tools = read_domains(read_json(path), domain=path.stem, source=str(path))
     return Catalog(name=f"tools:{arg}", domains=_group_domains(tools))
 
 
 def load_mcp(arg: str) -> Catalog:
-    """An MCP ``tools/list`` result: ``{"tools": [{name, description, inputSchema}]}`` (or the list)."""
+    """An MCP ``tools/list`` result (one page, every page of a paginated dump, or their JSON-RPC
+    responses): read by the same reader as ``tools:``, so any tool format loads here too."""
+    from .formats import read_domains
+
     path = Path(arg)
-    data = read_json(path)
-    if isinstance(data, dict) and "result" in data:
-        data = data["result"]
-    entries = data.get("tools") if isinstance(data, dict) else data
-    if not isinstance(entries, list):
-        raise CatalogError("expected an MCP tools/list result with a 'tools' list", where=str(path))
-    tools = []
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict):
-            raise CatalogError("a tool must be an object", where=f"{path}[{i}]")
-        fn = {"name": e.get("name"), "description": e.get("description", ""),
-              "parameters": e.get("inputSchema") or e.get("parameters")}
-        tools.append(parse_tool(fn, path.stem, f"{path}[{i}]"))
+    tools = read_domains(read_json(path), domain=path.stem, source=str(path))
     return Catalog(name=f"mcp:{arg}", domains=_group_domains(tools))
 
 

@@ -49,6 +49,11 @@ class Tool:
     domain: str
     cls: str = ""
     effect: Mapping[str, JSON] | None = None
+    #: what an MCP server says beside the schema (kept where a variant keeps the tool as it is):
+    #: a display ``title``, the ``outputSchema`` of its results and its ``annotations`` (hints)
+    title: str | None = None
+    output_schema: Mapping[str, JSON] | None = field(default=None, hash=False)
+    annotations: Mapping[str, JSON] | None = field(default=None, hash=False)
 
     # cached on the instance (tools are immutable; the codec asks for these on every call)
     @cached_property

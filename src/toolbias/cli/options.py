@@ -10,7 +10,8 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-MODEL_HELP = "openai:<model>, local, local:PATH.gguf, oracle, scripted:FILE, replay:FILE"
+MODEL_HELP = ("openai:<model>, openai-responses:<model>, anthropic:<model>, local, local:PATH.gguf, oracle, "
+              "scripted:FILE, replay:FILE")
 
 
 def model_option(*, default: str | None = None, required: bool = False, help: str = MODEL_HELP) -> Callable[[F], F]:

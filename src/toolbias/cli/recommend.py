@@ -15,6 +15,7 @@ from ..study.recommend import HalvingResult, Round, export_variant, rank_variant
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..variants.codec import Control
 from .display import stdout_console
+from .extra_body import apply_extra_body, extra_body_option
 from .options import base_url_option, concurrency_option, model_option, store_option
 
 
@@ -35,13 +36,15 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--export", "export_dir", help="write the chosen variant (variant.json for `toolbias proxy "
               "--variant`, tools.json, recommendation.json) into this directory")
 @click.option("--json", "as_json", is_flag=True)
+@extra_body_option()
 def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
                   control: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
-                  as_json: bool) -> None:
+                  as_json: bool, extra_body: str | None) -> None:
     """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
                        concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}",
                        base_urls=base_url)
+    cfg = apply_extra_body(cfg, extra_body)
     err = Console(stderr=True)
     if not halving:
         _full(cfg, store, seed, sample, export_dir, as_json)

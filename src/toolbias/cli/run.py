@@ -24,6 +24,7 @@ from ..study.runner import Progress as RunProgress
 from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
+from .extra_body import apply_extra_body, extra_body_option
 from .options import base_url_option, concurrency_option, model_option, store_option
 
 
@@ -102,12 +103,13 @@ def _calls(value: str | None) -> tuple[int, ...]:
 @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
               "[default: a scripted user that states the request and ends at the first answer]")
 @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
+@extra_body_option()
 def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
             sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
             splits: str, seed: int, control: str, condition: str, match: str, store: str,
             study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
             temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
-            html: str | None) -> None:
+            html: str | None, extra_body: str | None) -> None:
     """Run a study: a model on every chosen variant x task. Re-running resumes."""
     cfg, job = plan_study(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                        domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
@@ -115,6 +117,7 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
                        temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                        workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
                        user_model=user_model)
+    cfg = apply_extra_body(cfg, extra_body)
     built = build_study(cfg)
     cfg = built.config  # with the catalog's success rule resolved
     console = Console(stderr=True)

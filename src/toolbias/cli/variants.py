@@ -114,9 +114,15 @@ def variants_cmd(catalog_spec: str, variant: str, as_json: bool) -> None:
               help="a variant spec file (toolbias steps or the paper's {\"ops\": [...]})")
 @click.option("--domain", default=None, help="write only this domain's tool list")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="file to write (default: stdout)")
+@click.option("--format", "fmt", default="openai", show_default=True,
+              type=click.Choice(["openai", "responses", "anthropic", "gemini", "mcp"]),
+              help="tool format: OpenAI chat or Responses tools, Anthropic tools, Gemini "
+                   "[{functionDeclarations}], or an MCP tools/list result")
 def shape_cmd(catalog_spec: str, variant: str | None, spec_file: str | None, domain: str | None,
-              output: str | None) -> None:
-    """Write a variant's OpenAI tool list: a list for one --domain, else {domain: [tools]}."""
+              output: str | None, fmt: str) -> None:
+    """Write a variant's OpenAI tool list: a list for one --domain, else {domain: [tools]}.
+
+    --format writes it as OpenAI Responses, Anthropic or Gemini tools, or an MCP tools/list result."""
     if bool(variant) == bool(spec_file):
         raise VariantError("give exactly one of --variant NAME or --spec FILE", where="toolbias shape")
     catalog = load_catalog(catalog_spec)
@@ -125,18 +131,29 @@ def shape_cmd(catalog_spec: str, variant: str | None, spec_file: str | None, dom
         raise VariantError("shape writes one variant at a time", where="toolbias shape",
                            fix="name one variant, not a list")
     codec = build_codec(catalog, specs[0])
+
+    def tools_of(name: str) -> Any:
+        if fmt == "openai":
+            return codec.schema(name)
+        from ..catalog.formats import write_tools
+
+        return write_tools(codec.tools_for(name), fmt)
+
     data: Any
     if domain is not None:
         catalog.domain(domain)  # unknown domains raise with the list of known ones
-        data = codec.schema(domain)
+        names = [domain]
+        data = tools_of(domain)
     elif len(catalog.domains) == 1:
-        data = codec.schema(catalog.domains[0].name)
+        names = [catalog.domains[0].name]
+        data = tools_of(names[0])
     else:
-        data = {d.name: codec.schema(d.name) for d in catalog.domains}
+        names = [d.name for d in catalog.domains]
+        data = {name: tools_of(name) for name in names}
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        n = len(data) if isinstance(data, list) else sum(len(v) for v in data.values())
+        n = sum(len(codec.tools_for(name)) for name in names)
         click.echo(f"wrote {n} tools of variant '{codec.name}' to {output}", err=True)
     else:
         click.echo(text, nl=False)

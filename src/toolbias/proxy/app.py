@@ -1,7 +1,7 @@
 """The proxy as a plain ASGI application, served by uvicorn.
 
-Three routes (``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``; the
-``/v1`` prefix is optional). Why no web framework: three routes need no router, and the
+Four routes (``POST /v1/chat/completions``, ``POST /v1/responses`` (:mod:`.responses_api`),
+``GET /v1/models``, ``GET /health``; the ``/v1`` prefix is optional). Why no web framework: four routes need no router, and the
 proxy's job is to add as little per-request CPU as possible in front of a model server.
 
 Streaming (``"stream": true``): a request with tools is decoded whole (calls must be
@@ -38,6 +38,7 @@ class ProxyApp:
     def __init__(self, proxy: VariantProxy, on_shutdown: Callable[[], None] | None = None) -> None:
         self.proxy = proxy
         self.on_shutdown = on_shutdown
+        self._served_responses = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -52,13 +53,15 @@ class ProxyApp:
         try:
             if path == "/chat/completions" and method == "POST":
                 await self._chat(receive, send)
+            elif path == "/responses" and method == "POST":
+                await self._responses(receive, send)
             elif path == "/models" and method == "GET":
                 await self._models(send)
             elif path == "/health" and method == "GET":
                 await _send_json(send, 200, {"status": "ok", "variant": self.proxy.variant.name})
             else:
                 raise ProxyError(404, f"no route {method} {scope['path']}; the proxy serves POST "
-                                      "/v1/chat/completions and GET /v1/models", code="not_found")
+                                      "/v1/chat/completions, POST /v1/responses and GET /v1/models", code="not_found")
         except ProxyError as exc:
             await _send_json(send, exc.status, exc.body())
         except Exception as exc:  # noqa: BLE001 - a bug must still answer, not hang the agent
@@ -101,6 +104,34 @@ class ProxyApp:
             await send({"type": "http.response.body", "body": b"data: " + wirejson.dumpb(chunk) + b"\n\n",
                         "more_body": True})
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+    async def _responses(self, receive: Receive, send: Send) -> None:
+        """The Responses API, served as the chat request it means (:mod:`.responses_api`)."""
+        from .responses_api import chat_request, response_events, response_object
+
+        try:
+            body = wirejson.loads(await _read_body(receive))
+        except (ValueError, RecursionError) as exc:
+            raise ProxyError(400, f"the request body is not JSON: {exc}", code="invalid_json") from None
+        chat = chat_request(body)
+        if chat.get("tools"):
+            result = await self.proxy.chat(chat)
+        else:
+            provider, url, out = self.proxy.passthrough_request(chat)
+            try:
+                result = await provider.post_json(url, "/chat/completions", out)
+            except InfraError as exc:
+                raise upstream_error(exc) from None
+        self._served_responses += 1
+        response = response_object(result, body, self._served_responses)
+        if not body.get("stream"):
+            await _send_json(send, 200, response)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        for event in response_events(response):
+            data = b"event: " + event["type"].encode() + b"\ndata: " + wirejson.dumpb(event) + b"\n\n"
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _passthrough(self, body: dict[str, Any], stream: bool, send: Send) -> None:
         provider, url, out = self.proxy.passthrough_request(body)

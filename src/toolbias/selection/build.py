@@ -12,8 +12,8 @@
 
 The result is a benchmark file in the built-in format (``select run --benchmark FILE``) with a
 ``build`` entry recording the model, the similarity, the thresholds and what each step kept.
-Tools come as OpenAI tool definitions (a list, or ``{"tools": [...]}``) or an MCP tool list
-(``{"tools": [{"name", "description", "inputSchema"}]}``).
+Tools come in any format the catalog reader takes (:mod:`toolbias.catalog.formats`: OpenAI chat or
+Responses, Anthropic, Gemini function declarations, MCP ``tools/list`` results, JSON-RPC envelopes).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..catalog.model import json_copy
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, ModelAPI
 from .embed import minilm_embedder, tfidf_similarity
@@ -56,26 +57,13 @@ class BuildSettings:
 
 
 def read_tools(path: str | Path) -> list[SelectionTool]:
-    """OpenAI tool definitions or an MCP tool list, as selection tools."""
+    """A tool list in any format the catalog reader takes (:mod:`toolbias.catalog.formats`), as selection tools."""
+    from ..catalog.formats import read_tools as read_any
+    from ..catalog.openai_format import read_json
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogError("tools file not found", where=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"invalid JSON: {exc.msg}", where=f"{p}:{exc.lineno}") from None
-    items = data.get("tools") if isinstance(data, Mapping) else data
-    if not isinstance(items, list):
-        raise CatalogError("expected a list of tools or {\"tools\": [...]}", where=str(p),
-                           fix="give OpenAI tool definitions or an MCP tools/list result")
-    tools = []
-    for i, item in enumerate(items):
-        fn = item.get("function", item) if isinstance(item, Mapping) else None
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            raise CatalogError("a tool needs a name", where=f"{p}: tools[{i}]")
-        params = fn.get("parameters") or fn.get("inputSchema") or {"type": "object", "properties": {}}
-        tools.append(SelectionTool(name=str(fn["name"]), api_description=str(fn.get("description") or ""),
-                                   parameters=params, provider=str(fn["name"])))
+    tools = [SelectionTool(name=t.name, api_description=t.description, parameters=json_copy(t.parameters),
+                           provider=t.name) for t in read_any(read_json(p), domain=p.stem, source=str(p))]
     if len({t.name for t in tools}) != len(tools):
         raise CatalogError("tool names must be unique", where=str(p))
     return tools
