@@ -375,7 +375,7 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
                                        [r.key for r in batch]).fetchall())
             for r in batch:
                 views.append(EpisodeView(r.key, r.kind, r.model, r.variant, r.control, r.condition, r.task_id,
-                                         bool(r.success), r.failure_mode, json.loads(found[r.key])))
+                                         bool(r.success), r.failure_mode, json.loads(st.unpack_record(found[r.key]))))
         return views, total - len(views)
     finally:
         if own:
