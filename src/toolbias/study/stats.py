@@ -119,9 +119,10 @@ def paired_bootstrap(a: Mapping[Any, float], b: Mapping[Any, float], *,
 
 def _records(df: Any) -> list[dict[str, Any]]:
     """Rows of a DataFrame (or an iterable of mappings) as dicts."""
-    if hasattr(df, "to_dict"):
-        out: list[dict[str, Any]] = df.to_dict("records")
-        return out
+    if hasattr(df, "to_dict"):  # column by column (tolist: native values), far faster than to_dict("records")
+        names = [str(c) for c in df.columns]
+        columns = [df[c].tolist() for c in df.columns]
+        return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
     return [dict(r) for r in df]
 
 
