@@ -369,7 +369,9 @@ def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, 
     s = store if isinstance(store, Store) else Store(store)
     try:
         if not with_record:  # a columnar read of the narrow columns (no record read)
-            return pd.DataFrame(s.narrow_columns(kind=kind), columns=list(NARROW_COLUMNS))
+            cols = s.narrow_columns(kind=kind)
+            # (no rows: object columns, as a frame of no records has, not float ones)
+            return pd.DataFrame(cols if cols["key"] else [], columns=list(NARROW_COLUMNS))
         rows = [r.__dict__ for r in s.rows(kind=kind, with_record=with_record)]
     finally:
         if not isinstance(store, Store):

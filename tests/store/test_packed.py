@@ -212,3 +212,16 @@ def test_report_of_the_columnar_read_equals_the_row_by_row_read(grid: tuple[Path
     monkeypatch.setattr(grid_module, "episodes_dataframe", row_by_row_dataframe)
     old = report(grid[0])
     assert new == old and sum(c["n"] for c in new["cells"]) == grid[1]
+
+
+@pytest.mark.parametrize("kind", ["task", "probe", None])
+def test_the_columnar_dataframe_equals_the_row_by_row_one(grid: tuple[Path, int], kind: str | None) -> None:
+    """Values and dtypes, for a kind with rows and for one with none (probes: none here)."""
+    import pandas as pd
+
+    from toolbias.store import episodes_dataframe
+
+    with Store(grid[0], readonly=True) as st:
+        new, old = episodes_dataframe(st, kind=kind), row_by_row_dataframe(st, kind=kind)
+    pd.testing.assert_frame_equal(new, old)
+    assert len(new) == (0 if kind == "probe" else grid[1])
