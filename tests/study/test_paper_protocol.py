@@ -66,3 +66,12 @@ def test_run_refuses_protocol_paper_before_any_work(tmp_path) -> None:
     assert not store.exists()
     help_text = CliRunner().invoke(run_cmd, ["--help"]).output
     assert "--protocol" in help_text and "the paper's)" not in help_text
+
+
+def test_grpo_default_reward_is_named_the_ablation_it_is() -> None:
+    from toolbias.cli import train
+    from toolbias.training.rl_env import __doc__ as rl_doc
+
+    help_text = CliRunner().invoke(train.train_grpo, ["--help"]).output
+    assert "ablation" in help_text and "exact success (the paper's)" not in help_text
+    assert rl_doc is not None and "``exact`` (the paper's)" not in rl_doc
