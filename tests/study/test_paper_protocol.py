@@ -75,3 +75,15 @@ def test_grpo_default_reward_is_named_the_ablation_it_is() -> None:
     help_text = CliRunner().invoke(train.train_grpo, ["--help"]).output
     assert "ablation" in help_text and "exact success (the paper's)" not in help_text
     assert rl_doc is not None and "``exact`` (the paper's)" not in rl_doc
+
+
+def test_a_study_under_the_paper_rule_is_never_pooled_with_exact(tmp_path) -> None:
+    from toolbias.cli import cli
+
+    store = str(tmp_path / "s.db")
+    for extra in ([], ["--match", "paper"]):
+        r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--variants", "native", "--tasks", "3",
+                                     "--store", store, *extra])
+        assert r.exit_code == 0, r.output
+    out = CliRunner().invoke(cli, ["report", "--store", store]).output
+    assert "strict/base:" in out and "strict/base+paper:" in out
