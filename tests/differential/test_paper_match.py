@@ -38,7 +38,7 @@ def _artifact() -> ModuleType:
                     "not present")
     pytest.importorskip("openai", reason="the artifact's eval/common.py imports openai (toolbias[dev])")
     old = {k: os.environ.get(k) for k in ("SCHEMA_VARIANT", "SYN_QUERIES")}
-    os.environ["SCHEMA_VARIANT"] = "0"  # run_agentic compiles a variant on import; native
+    os.environ["SCHEMA_VARIANT"] = "5"  # run_agentic compiles a variant on import: 5 is NATIVE_K (K=10), native
     os.environ["SYN_QUERIES"] = str(QUERIES)
     sys.path.insert(0, str(REFERENCE))
     try:
