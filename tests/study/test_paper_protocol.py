@@ -87,3 +87,20 @@ def test_a_study_under_the_paper_rule_is_never_pooled_with_exact(tmp_path) -> No
         assert r.exit_code == 0, r.output
     out = CliRunner().invoke(cli, ["report", "--store", store]).output
     assert "strict/base:" in out and "strict/base+paper:" in out
+
+
+def test_recommend_under_the_paper_rule_stores_its_own_condition(tmp_path) -> None:
+    import sqlite3
+
+    from toolbias.cli import cli
+
+    store = tmp_path / "r.db"
+    r = CliRunner().invoke(cli, ["recommend", "--model", "oracle", "--variants", "native,fully_merged",
+                                 "--sample", "4", "--match", "paper", "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    with sqlite3.connect(store) as db:
+        conditions = {c for (c,) in db.execute("select distinct condition from episodes")}
+    assert conditions == {"base+paper"}
+    refused = CliRunner().invoke(cli, ["recommend", "--model", "oracle", "--protocol", "paper",
+                                       "--store", str(tmp_path / "x.db")])
+    assert isinstance(refused.exception, ProtocolNotImplemented)
