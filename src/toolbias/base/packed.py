@@ -125,8 +125,8 @@ class RecordPacker:
                 self._by_study[study] = dict_id
                 self.db.executemany("UPDATE episodes SET record=? WHERE key=?",
                                     [(compress(t, zdict, dict_id), k) for k, _, t in old])
-        zdict = self._dicts.get(dict_id) if (self._dicts is not None and dict_id) else None
-        return [compress(text, zdict, dict_id or 0) for _, text in items]
+        zdict_or_none = self._dicts.get(dict_id) if (self._dicts is not None and dict_id) else None
+        return [compress(text, zdict_or_none, dict_id or 0) for _, text in items]
 
 
 __all__ = ["DICT_BYTES", "DICT_SCHEMA", "FORMAT_ZLIB", "MIN_SAMPLES", "RecordPacker", "build_dictionary", "compress"]
