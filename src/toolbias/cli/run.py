@@ -117,12 +117,18 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
                        temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                        workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
                        user_model=user_model)
+    from .outputs import lasting_store, output_file
+
+    lasting_store(store, command="run")
+    if job is not None:
+        html = html or str(Path(store).parent / job.html)
+    if html:
+        output_file(html, option="--html", inputs=[store, cache, catalog.partition(":")[2], splits])
     cfg = apply_extra_body(cfg, extra_body)
     built = build_study(cfg)
     cfg = built.config  # with the catalog's success rule resolved
     console = Console(stderr=True)
     if job is not None:
-        html = html or str(Path(store).parent / job.html)
         console.print(f"the embedded model's default job ({len(built.codecs)} variants x {len(built.tasks)} "
                       f"tasks; any task or variant option runs your own study instead):\n  {job.command()}",
                       highlight=False, soft_wrap=True)
@@ -159,6 +165,9 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
 @click.option("-o", "--output", required=True, help="the merged store (must not exist)")
 def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
     """Merge shard stores of one study into one store."""
+    from .outputs import lasting_store
+
+    lasting_store(output, option="--output", command="merge")
     counts = merge_stores(inputs, output)
     click.echo(f"merged {counts['episodes']} episodes from {len(inputs)} stores into {output}")
 
@@ -169,6 +178,9 @@ def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
 @click.option("-o", "--output", help="output file [default: <store>.<format>]")
 def export_cmd(store: str, fmt: str, output: str | None) -> None:
     """Export finished episodes for pandas and friends."""
+    from .outputs import output_file
+
     out = output or f"{store.rsplit('.', 1)[0]}.{fmt}"
+    output_file(out, option="--output", inputs=[store])
     n = export(store, fmt, out)
     click.echo(f"wrote {n} episodes to {out}")
