@@ -89,7 +89,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
               "case-folded), bfcl (BFCL's string standardisation); auto: the catalog's own (bfcl for BFCL, "
               "else exact). A non-default rule is stored as part of the condition")
 @store_option("toolbias.db", help="SQLite file of the study")
-@click.option("--study", help="study name inside the store [default: model|control|condition]")
+@click.option("--study", help="study name inside the store [default: model|control|condition, then |CATALOG for a catalog other than builtin]")
 @concurrency_option
 @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
               "replay) [default: one per core from 2,000 episodes on; 1: this process only]")

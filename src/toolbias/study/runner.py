@@ -36,6 +36,9 @@ from .success import MatchRule, condition_label
 
 #: (episode key, variant codec, task): one episode of a study's plan
 PlanItem = tuple[str, Codec, Task]
+#: the catalog a default study name does not name (a study on any other catalog is named
+#: ``model|control|condition|CATALOG``, so two catalogs can share a store)
+DEFAULT_CATALOG = "builtin"
 
 
 @dataclass
@@ -83,6 +86,8 @@ class StudyConfig:
     @property
     def study_name(self) -> str:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition_label}"
+        if self.study is None and self.catalog != DEFAULT_CATALOG:  # another catalog: its own study
+            base += f"|{self.catalog}"
         if self.study is None and self.split:
             base += f"|{self.split}"
         if self.study is None and self.phrasing != "query":
