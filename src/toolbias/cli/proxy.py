@@ -37,6 +37,9 @@ def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host
                          control=Control(control), instructions=instructions, max_rounds=max_rounds,
                          retries=retries, timeout=timeout, study=study)
     server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
-    click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> {', '.join(upstream)}", err=True)
+    from ..providers.openai import _redact
+
+    click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> "
+               f"{', '.join(_redact(u) for u in upstream)}", err=True)
     click.echo(f"READY {server.base_url}", err=True)
     server.run()
