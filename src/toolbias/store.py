@@ -20,10 +20,17 @@ from typing import Any
 
 from .base.canonical import canonical_json, sha256_of, sha256_text
 from .base.database import EPISODE_COLUMNS, Database, insert_sql
+from .base.packed import RecordPacker
 from .errors import StoreError
 
 COLUMNS = EPISODE_COLUMNS
 _INSERT = insert_sql("episodes", COLUMNS)
+_KEY, _STUDY, _KIND, _VARIANT, _RECORD = (COLUMNS.index(c) for c in ("key", "study", "kind", "variant", "record"))
+#: kinds whose records are stored packed (:mod:`toolbias.base.packed`): the grid's episodes. Rows
+#: other writers keep rewriting (the proxy's live conversations) or import stay JSON text
+PACKED_KINDS = frozenset({"task", "probe"})
+#: the narrow columns (everything but the record): what reports aggregate over
+NARROW_COLUMNS = tuple(c for c in COLUMNS if c != "record")
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
@@ -149,7 +156,23 @@ class StudyMeta:
 
 class Store(Database):
     """A study's SQLite file (:class:`~toolbias.base.database.Database`): studies and their
-    episodes. Safe to reopen; writes are batched by the caller (:mod:`toolbias.base.engine`)."""
+    episodes. Safe to reopen; writes are batched by the caller (:mod:`toolbias.base.engine`).
+
+    Records of :data:`PACKED_KINDS` are stored compressed (:mod:`toolbias.base.packed`) unless
+    ``pack_records`` is false (the layout earlier releases wrote: JSON text); both read alike."""
+
+    pack_records: bool = True
+
+    @property
+    def packer(self) -> RecordPacker:
+        p = self.__dict__.get("_packer")
+        if p is None:
+            p = self.__dict__["_packer"] = RecordPacker(self.db, self.lock, str(self.path))
+        return p
+
+    def unpack_record(self, value: str | bytes) -> str:
+        """The JSON text of a stored ``record`` value (packed or not)."""
+        return self.packer.unpack(value)
 
     # -- studies --------------------------------------------------------------
     def begin_study(self, name: str, config: Mapping[str, Any]) -> None:
@@ -209,8 +232,27 @@ class Store(Database):
         return {k for (k,) in self.query(q, (study,) if study else ())}
 
     def put_values(self, values: Sequence[tuple[Any, ...]]) -> int:
-        """Store rows already in column form (:meth:`EpisodeRow.values`), in one transaction."""
-        return self.write(_INSERT, values)
+        """Store rows already in column form (:meth:`EpisodeRow.values`), in one transaction;
+        records of :data:`PACKED_KINDS` are packed here."""
+        if not values:
+            return 0
+        with self.lock:
+            rows = self._packed(values) if self.pack_records else values
+            self.db.executemany(_INSERT, rows)
+            self.db.commit()
+        return len(rows)
+
+    def _packed(self, values: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        by_study: dict[str, list[int]] = {}
+        for i, v in enumerate(values):
+            if v[_KIND] in PACKED_KINDS and isinstance(v[_RECORD], str):
+                by_study.setdefault(v[_STUDY], []).append(i)
+        out = list(values)
+        for study, idx in by_study.items():
+            blobs = self.packer.pack_rows(study, [(values[i][_VARIANT], values[i][_RECORD]) for i in idx])
+            for i, blob in zip(idx, blobs, strict=True):
+                out[i] = (*values[i][:_RECORD], blob, *values[i][_RECORD + 1:])
+        return out
 
     def rows(self, *, study: str | None = None, kind: str | None = None, status: str | None = "done",
              with_record: bool = True) -> Iterator[EpisodeRow]:
@@ -221,8 +263,28 @@ class Store(Database):
                 args.append(val)
         cols = ",".join(c if (with_record or c != "record") else "'{}'" for c in COLUMNS)
         q = f"SELECT {cols} FROM episodes" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        unpack = self.packer.unpack
         for row in self.iterate(q, args):
+            if with_record and not isinstance(row[_RECORD], str):
+                row = (*row[:_RECORD], unpack(row[_RECORD]), *row[_RECORD + 1:])
             yield EpisodeRow.from_row(row)
+
+    def narrow_columns(self, *, kind: str | None = None, status: str | None = "done") -> dict[str, list[Any]]:
+        """Every column but the record, as lists (a columnar read for reports: no record is
+        read or decoded), in row order, with ``success`` as bool or None."""
+        where, args = [], []
+        for col, val in (("kind", kind), ("status", status)):
+            if val is not None:
+                where.append(f"{col}=?")
+                args.append(val)
+        q = f"SELECT {','.join(NARROW_COLUMNS)} FROM episodes" + (
+            " WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        with self.lock:
+            rows = self.db.execute(q, args).fetchall()
+        cols = {c: list(v) for c, v in zip(NARROW_COLUMNS, zip(*rows, strict=True), strict=True)} if rows \
+            else {c: [] for c in NARROW_COLUMNS}
+        cols["success"] = [None if x is None else bool(x) for x in cols["success"]]
+        return cols
 
     def count(self, status: str | None = None) -> int:
         q = "SELECT COUNT(*) FROM episodes" + (" WHERE status=?" if status else "")
@@ -264,8 +326,11 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
                     if meta.study not in out.study_meta():
                         out.put_study_meta(meta)
                 rows = s.db.execute(f"SELECT {','.join(COLUMNS)} FROM episodes WHERE status='done'").fetchall()
+                # packed records are repacked against the output's dictionaries (ids differ per file)
+                rows = [r if isinstance(r[_RECORD], str) else (*r[:_RECORD], s.unpack_record(r[_RECORD]),
+                                                               *r[_RECORD + 1:]) for r in rows]
                 out.db.executemany(f"INSERT INTO episodes ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
-                                   rows)
+                                   out._packed(rows))
                 counts["episodes"] += len(rows)
                 counts["other_rows"] = counts.get("other_rows", 0) + _copy_other_tables(s.db, out.db)
         out.db.commit()
@@ -273,7 +338,7 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
     return counts
 
 
-_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants"})
+_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants", "record_dicts"})
 
 
 def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:
@@ -303,6 +368,10 @@ def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, 
 
     s = store if isinstance(store, Store) else Store(store)
     try:
+        if not with_record:  # a columnar read of the narrow columns (no record read)
+            cols = s.narrow_columns(kind=kind)
+            # (no rows: object columns, as a frame of no records has, not float ones)
+            return pd.DataFrame(cols if cols["key"] else [], columns=list(NARROW_COLUMNS))
         rows = [r.__dict__ for r in s.rows(kind=kind, with_record=with_record)]
     finally:
         if not isinstance(store, Store):

@@ -112,7 +112,7 @@ def test_normalisation_numbers_as_numbers_strings_trimmed_and_casefolded() -> No
     assert normalise_value(True) is True                       # booleans are not numbers:
     assert not exact_success([a("set_cabin_light", zone="rear", on=True)], [a("set_cabin_light", zone="rear", on=1)])
     assert normalise_value({"k": [" A ", 2.0]}) == {"k": ["a", 2]}
-    # exact (the default, the paper's rule): numbers as numbers, strings character for character
+    # exact (the default, toolbias's own rule): numbers as numbers, strings character for character
     assert exact_success([a("set_lamp", "home", room="office", brightness=40.0)],
                          [a("set_lamp", "home", room="office", brightness=40)])
     assert not exact_success([a("set_lamp", "home", room="Office ", brightness=40)],

@@ -7,7 +7,9 @@ One file holds everything a study produces, in tables that never collide:
 - ``study_catalogs``, ``study_variants``: what a study's catalog and variants were when it
   ran (classes, function counts, variant steps), so reports read them instead of
   rebuilding codecs from the registry;
-- ``selection_records``, ``selection_filter``: tool-selection trials and filter answers.
+- ``selection_records``, ``selection_filter``: tool-selection trials and filter answers;
+- ``record_dicts``: the per-study dictionaries that packed episode records are compressed
+  against (:mod:`toolbias.base.packed`; a record stored as TEXT is plain JSON, as before).
 
 The file's layout version is SQLite's ``user_version`` (mirrored in ``meta.schema_version``).
 Files written before the version existed (``user_version`` 0, ``meta.schema_version`` "1"
@@ -26,9 +28,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import StoreError
+from .packed import DICT_SCHEMA
 
-#: the layout this toolbias writes (SQLite ``user_version``); 1: episodes only, no user_version set
-SCHEMA_VERSION = 2
+#: the layout this toolbias writes (SQLite ``user_version``); 1: episodes only, no user_version set;
+#: 3: records of task and probe episodes may be packed (:mod:`toolbias.base.packed`, table ``record_dicts``)
+SCHEMA_VERSION = 3
 
 EPISODE_COLUMNS = ("key", "study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain",
                    "control", "condition", "seed", "status", "success", "failure_mode", "termination", "n_gold",
@@ -67,12 +71,12 @@ CREATE INDEX IF NOT EXISTS selection_records_group
 CREATE TABLE IF NOT EXISTS selection_filter (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, eval_set TEXT NOT NULL, example TEXT NOT NULL,
     k INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL);
-"""
+""" + DICT_SCHEMA
 
 _D = TypeVar("_D", bound="Database")
 
 #: the meta.schema_version values this toolbias can read (and migrate)
-_KNOWN_META = {"1", str(SCHEMA_VERSION)}
+_KNOWN_META = {"1", "2", str(SCHEMA_VERSION)}
 
 
 def insert_sql(table: str, columns: Sequence[str], *, replace: bool = True) -> str:
@@ -122,7 +126,7 @@ class Database:
                              where=str(self.path), fix="upgrade toolbias to read it, or use a new --store file")
         if self.readonly or (version == SCHEMA_VERSION and meta == str(SCHEMA_VERSION)):
             return
-        # version 0 (episodes with meta "1", selection tables only, or an empty file) -> 2: add tables
+        # version 0 (episodes with meta "1", selection tables only, or an empty file) or 2 -> 3: add tables
         with self.lock:
             self.db.executescript(SCHEMA)
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

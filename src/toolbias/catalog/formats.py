@@ -22,12 +22,26 @@ tools in each format; reading what it wrote gives the same tools (``FORMATS`` li
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import CatalogError
 from .model import Tool, json_copy
 from .refs import check_nesting, inline_refs
+
+_VERBS = re.compile(
+    r"^(set|get|start|stop|toggle|enable|disable|add|remove|delete|create|update|list|open|close|"
+    r"lock|unlock|play|pause|arm|disarm|run|cancel|schedule|adjust|activate|deactivate|turn|check|"
+    r"reset|clear|select|change|show|send|find|search|book|query|fetch|make|move|load|save|configure)_"
+)
+
+
+def infer_class(name: str) -> str:
+    """A tool's class from its name when the catalog gives none: ``set_window_state`` -> ``window``."""
+    base = name.split(".")[-1]
+    stripped = _VERBS.sub("", base)
+    return (stripped.split("_")[0] or base).lower()
 
 #: the formats :func:`write_tools` writes (``toolbias shape --format``)
 FORMATS = ("openai", "responses", "anthropic", "gemini", "mcp")
@@ -117,8 +131,6 @@ def read_tool(entry: Any, domain: str, where: str, cls: str | None = None, *, ge
                                fix=f"write '{key}' as an object, or leave it out")
     tool_cls = cls or fn.get("class") or entry.get("class")
     if not tool_cls:
-        from .openai_format import infer_class
-
         tool_cls = infer_class(name)
     return Tool(name=name, description=desc, parameters=params, domain=domain, cls=str(tool_cls),
                 effect=fn.get("effect"), title=title, output_schema=json_copy(output) if output else None,

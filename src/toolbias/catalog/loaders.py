@@ -13,8 +13,9 @@ from typing import Any
 
 from ..base.plugins import Plugin, Registry
 from ..errors import CatalogError
+from .formats import infer_class
 from .model import Catalog, Domain, NativeAction, Task, Tool
-from .openai_format import infer_class, parse_tool, read_json, read_jsonl
+from .openai_format import parse_tool, read_json, read_jsonl
 from .phrasing import PHRASINGS as _PHRASINGS
 from .validation import validate_catalog
 

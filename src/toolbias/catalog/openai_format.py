@@ -6,27 +6,14 @@ Responses, Anthropic, Gemini, MCP); JSON errors name file and line.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..base import jsonfile
 from ..errors import CatalogError
+from .formats import read_tool, read_tools
 from .model import Tool
-
-_VERBS = re.compile(
-    r"^(set|get|start|stop|toggle|enable|disable|add|remove|delete|create|update|list|open|close|"
-    r"lock|unlock|play|pause|arm|disarm|run|cancel|schedule|adjust|activate|deactivate|turn|check|"
-    r"reset|clear|select|change|show|send|find|search|book|query|fetch|make|move|load|save|configure)_"
-)
-
-
-def infer_class(name: str) -> str:
-    """A tool's class from its name when the catalog gives none: ``set_window_state`` -> ``window``."""
-    base = name.split(".")[-1]
-    stripped = _VERBS.sub("", base)
-    return (stripped.split("_")[0] or base).lower()
 
 
 def read_json(path: Path) -> Any:
@@ -41,16 +28,12 @@ def read_jsonl(path: Path) -> list[Any]:
 
 def parse_tool(entry: Any, domain: str, where: str, cls: str | None = None) -> Tool:
     """One tool in any format :mod:`.formats` reads (OpenAI chat or Responses, Anthropic, Gemini, MCP)."""
-    from .formats import read_tool
-
     return read_tool(entry, domain, where, cls)
 
 
 def parse_tools(data: Any, domain: str = "default", source: str = "<tools>") -> list[Tool]:
     """Tools from a tool list in any format :mod:`.formats` reads (every page of an MCP dump, JSON-RPC
     envelopes, Gemini ``functionDeclarations``); an empty list is refused."""
-    from .formats import read_tools
-
     return read_tools(data, domain, source)
 
 

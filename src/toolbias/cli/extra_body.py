@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import ProviderError
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from ..study.runner import StudyConfig
 
 #: the model kinds that send HTTP request bodies (and so take extra fields)
 HTTP_KINDS = ("openai", "openai-responses", "anthropic")
@@ -52,8 +53,8 @@ def with_extra_body(options: dict[str, Any], text: str | None, model: str) -> di
     return {**options, "extra_body": body} if body is not None else options
 
 
-def apply_extra_body(cfg: C, text: str | None) -> C:
-    """A study config (any dataclass with ``model`` and ``provider_options``) with ``--extra-body`` added."""
+def apply_extra_body(cfg: StudyConfig, text: str | None) -> StudyConfig:
+    """The study config with ``--extra-body`` added to its provider options."""
     if text is None:
         return cfg
     return dataclasses.replace(cfg, provider_options=with_extra_body(dict(cfg.provider_options), text, cfg.model))

@@ -11,8 +11,10 @@ from rich.table import Table
 
 from ..store import Store
 from ..study.defaults import study_config
+from ..study.paper_protocol import Protocol, check_protocol
 from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
 from ..study.runner import StudyConfig, build_study, run_study_async
+from ..study.success import MatchRule
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
@@ -28,6 +30,10 @@ from .options import base_url_option, concurrency_option, model_option, store_op
               help="paired stratified sample: the tasks the finalists play")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
+@click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
+              show_default=True, help="success rule, as `toolbias run --match` (paper: the schema-bias artifact's)")
+@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+              help="as `toolbias run --protocol` (paper: not implemented yet beyond --match paper)")
 @store_option("recommend.db")
 @concurrency_option
 @click.option("--halving/--no-halving", default=True, show_default=True,
@@ -38,16 +44,18 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--json", "as_json", is_flag=True)
 @extra_body_option()
 def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
-                  control: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
+                  control: str, match: str, protocol: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
                   as_json: bool, extra_body: str | None) -> None:
     """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
     from .outputs import output_dir
 
     if export_dir:
         output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2]])
+    check_protocol(protocol)
+    rule = "" if match == "auto" else f"|{match}"
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
-                       concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}",
-                       base_urls=base_url)
+                       concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}{rule}",
+                       base_urls=base_url, match=match)
     cfg = apply_extra_body(cfg, extra_body)
     err = Console(stderr=True)
     if not halving:

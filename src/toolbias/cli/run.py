@@ -20,6 +20,7 @@ from ..study.defaults import (
     plan_study,
 )
 from ..study.episode import Condition
+from ..study.paper_protocol import Protocol, check_protocol
 from ..study.runner import Progress as RunProgress
 from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
@@ -85,9 +86,14 @@ def _calls(value: str | None) -> tuple[int, ...]:
 @click.option("--condition", type=click.Choice([c.value for c in Condition]), default="base", show_default=True,
               help="base, instruction (per-variant instruction), required (constrained first call)")
 @click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
-              show_default=True, help="success rule: exact (the paper's), normalised (strings trimmed and "
-              "case-folded), bfcl (BFCL's string standardisation); auto: the catalog's own (bfcl for BFCL, "
-              "else exact). A non-default rule is stored as part of the condition")
+              show_default=True, help="success rule: exact (toolbias's own: strings character for character, "
+              "numbers as JSON numbers), normalised (strings trimmed and case-folded), bfcl (BFCL's string "
+              "standardisation), paper (the schema-bias artifact's: null/\"\" arguments dropped, numeric-aware, "
+              "case-insensitive); auto: the catalog's own (bfcl for BFCL, else exact). A non-default rule is "
+              "stored as part of the condition")
+@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+              help="toolbias (toolbias's own evaluation) or paper (the schema-bias artifact's: not implemented "
+              "yet beyond its success rule, --match paper; asking for it stops with an error)")
 @store_option("toolbias.db", help="SQLite file of the study")
 @click.option("--study", help="study name inside the store [default: model|control|condition, then |CATALOG for a catalog other than builtin]")
 @concurrency_option
@@ -106,11 +112,12 @@ def _calls(value: str | None) -> tuple[int, ...]:
 @extra_body_option()
 def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
             sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
-            splits: str, seed: int, control: str, condition: str, match: str, store: str,
+            splits: str, seed: int, control: str, condition: str, match: str, protocol: str, store: str,
             study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
             temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
             html: str | None, extra_body: str | None) -> None:
     """Run a study: a model on every chosen variant x task. Re-running resumes."""
+    check_protocol(protocol)
     cfg, job = plan_study(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                        domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
                        seed=seed, control=control, condition=condition, match=match, turn_limit=turn_limit,

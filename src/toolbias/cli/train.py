@@ -108,7 +108,8 @@ def train_sft(data: str, model: str, output_dir: str, lora: bool, epochs: float 
 @click.option("--sample", type=int, help="a stratified sample of N training tasks")
 @click.option("--splits", default="default", show_default=True)
 @click.option("--reward", type=click.Choice(["exact", "shaped"]), default="exact", show_default=True,
-              help="exact success (the paper's) or the documented shaped reward")
+              help="exact: exact success only (Table 13's reward ablation; the paper's main reward is "
+              "not defined in the paper or its artifact), or shaped: toolbias's documented partial credit")
 @click.option("--explain/--no-explain", default=True, show_default=True,
               help="rejections with their explanation (ablation: without)")
 @click.option("--rejections/--no-rejections", default=True, show_default=True,

@@ -40,8 +40,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..catalog.formats import infer_class
 from ..catalog.model import ISOLATED_DOMAINS, Catalog, Domain, NativeAction, Task, Tool, canonical_json
-from ..catalog.openai_format import infer_class, read_jsonl
+from ..catalog.openai_format import read_jsonl
 from ..catalog.validation import arguments_error
 from ..errors import CatalogError
 

@@ -26,8 +26,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..catalog.formats import infer_class
 from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
-from ..catalog.openai_format import infer_class, parse_tool
+from ..catalog.openai_format import parse_tool
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, Message, ModelAPI
 from ..study.env import EpisodeEnvironment

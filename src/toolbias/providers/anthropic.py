@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from ..errors import ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelOutput, ToolCall, Usage
-from .openai import PLACEHOLDER_KEY, HTTPInfraError, OpenAIProvider, _int, _redact, _split_urls
+from .openai import PLACEHOLDER_KEY, OpenAIProvider, _int, _redact, _split_urls
 from .responses import ToolListCache, _text
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -179,25 +179,12 @@ class AnthropicProvider(OpenAIProvider):
                 "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL").replace("openai:", "anthropic:")
             raise ProviderError(exc.what, where=exc.where, fix=fix or None) from None
 
-    async def _probe(self, url: str) -> None:
-        """A 1-token request, for servers without a usable /models."""
-        body = {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
-        try:
-            await self.post_json(url, "/messages", body)
-        except HTTPInfraError as exc:
-            if exc.status in (401, 403):
-                raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status}): {exc}",
-                                    fix="set ANTHROPIC_API_KEY (or --api-key) to a valid key") from None
-            if exc.status == 404:
-                raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {exc}",
-                                    fix="check the model name") from None
-            if not exc.retryable:
-                raise ProviderError(f"the server at {_redact(url)} refused a test request for '{self.model}' "
-                                    f"(HTTP {exc.status}): {exc}") from None
-        except InfraError as exc:
-            if "connection failed" in str(exc):
-                raise ProviderError(f"server at {_redact(url)} unreachable: {exc}",
-                                    fix="start the server, or fix --base-url / ANTHROPIC_BASE_URL") from None
+    PROBE_PATH = "/messages"
+    KEY_ENV = "ANTHROPIC_API_KEY"
+    URL_ENV = "ANTHROPIC_BASE_URL"
+
+    def probe_body(self) -> dict[str, Any]:
+        return {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
 
 
 __all__ = ["AnthropicProvider", "wire_messages"]

@@ -319,14 +319,14 @@ class OpenAIProvider(ModelAPI):
         await asyncio.gather(*(self._check_url(u) for u in self.base_urls))
 
     async def _check_url(self, url: str) -> None:
-        fix_url = "start the server, or fix --base-url / OPENAI_BASE_URL"
+        fix_url = f"start the server, or fix --base-url / {self.URL_ENV}"
         try:
             status, content = await self.get_json(url, "/models")
         except InfraError as exc:
             raise ProviderError(f"server at {_redact(url)} unreachable: {exc}", fix=fix_url) from None
         if status in (401, 403):
             raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {status}): "
-                                f"{_error_detail(content)}", fix="set OPENAI_API_KEY (or --api-key) to a valid key")
+                                f"{_error_detail(content)}", fix=f"set {self.KEY_ENV} (or --api-key) to a valid key")
         served: list[str] = []
         if status == 200:
             try:
@@ -342,16 +342,25 @@ class OpenAIProvider(ModelAPI):
             return
         await self._probe(url)
 
+    #: the probe's path and the environment variables its errors name (an API kind on this
+    #: transport sets its own)
+    PROBE_PATH = "/chat/completions"
+    KEY_ENV = "OPENAI_API_KEY"
+    URL_ENV = "OPENAI_BASE_URL"
+
+    def probe_body(self) -> dict[str, Any]:
+        """The smallest request this API answers (one token)."""
+        return {"model": self.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1,
+                "temperature": 0.0}
+
     async def _probe(self, url: str) -> None:
         """A 1-token request, for servers without a usable /models."""
-        body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1,
-                "temperature": 0.0}
         try:
-            await self.post_json(url, "/chat/completions", body)
+            await self.post_json(url, self.PROBE_PATH, self.probe_body())
         except HTTPInfraError as exc:
             if exc.status in (401, 403):
                 raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status}): {exc}",
-                                    fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
+                                    fix=f"set {self.KEY_ENV} (or --api-key) to a valid key") from None
             if exc.status == 404:
                 raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {exc}",
                                     fix="check the model name the server was started with") from None
@@ -362,7 +371,7 @@ class OpenAIProvider(ModelAPI):
         except InfraError as exc:
             if "connection failed" in str(exc):
                 raise ProviderError(f"server at {_redact(url)} unreachable: {exc}",
-                                    fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
+                                    fix=f"start the server, or fix --base-url / {self.URL_ENV}") from None
 
 
 class HTTPInfraError(InfraError):

@@ -242,8 +242,11 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
                      "command to retry them")
     seed, n_res, conf = settings.seed, settings.n_resamples, settings.confidence
     cells = cell_stats(df, seed=seed, n_resamples=n_res, confidence=conf)
-    models = list(dict.fromkeys([str(m) for m in df["model"]] + [str(r["model"]) for r in probe_rows]))
-    variants = variant_order([str(v) for v in df["variant"]] + [str(r["variant"]) for r in probe_rows],
+    # distinct values first (a column's values one by one cost seconds over a large store)
+    df_variants = [str(v) for v in dict.fromkeys(df["variant"].tolist())]
+    models = list(dict.fromkeys([str(m) for m in dict.fromkeys(df["model"].tolist())] +
+                                [str(r["model"]) for r in probe_rows]))
+    variants = variant_order(df_variants + [str(r["variant"]) for r in probe_rows],
                              settings.baseline)
     order_v = {v: i for i, v in enumerate(variants)}
     order_m = {m: i for i, m in enumerate(models)}
@@ -256,11 +259,11 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     difficulty, prediction = difficulty_prediction(
         df, n=settings.sample_n, seed=settings.seed, repeats=settings.repeats, confidence=settings.confidence,
         compliance=compliance) if len(df) else ([], [])
-    catalogs = sorted({str(c) for c in df["catalog"]} | {str(r["catalog"]) for r in probe_rows})
+    catalogs = sorted({str(c) for c in set(df["catalog"].tolist())} | {str(r["catalog"]) for r in probe_rows})
     if len(catalogs) > 1:
         notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
-    task_variants = [v for v in variants if v in set(df["variant"])]
-    task_studies = sorted({str(x) for x in df["study"]})
+    task_variants = [v for v in variants if v in set(df_variants)]
+    task_studies = sorted({str(x) for x in set(df["study"].tolist())})
     ratios: dict[str, float] = {}
     if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
         ratios, more = stored_function_ratios(metas, task_studies, task_variants)
@@ -282,7 +285,7 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     if len(imported):
         notes.append(f"Table 9 includes {len(imported)} simulations imported from tau2 results files; the other "
                      "sections show toolbias's own episodes")
-    if len(df) and settings.baseline not in set(df["variant"]):
+    if len(df) and settings.baseline not in set(df_variants):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
     return ReportData(
         store=str(st.path), settings=settings, cells=cells,
@@ -375,7 +378,7 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
                                        [r.key for r in batch]).fetchall())
             for r in batch:
                 views.append(EpisodeView(r.key, r.kind, r.model, r.variant, r.control, r.condition, r.task_id,
-                                         bool(r.success), r.failure_mode, json.loads(found[r.key])))
+                                         bool(r.success), r.failure_mode, json.loads(st.unpack_record(found[r.key]))))
         return views, total - len(views)
     finally:
         if own:

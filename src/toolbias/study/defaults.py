@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig
@@ -105,18 +106,9 @@ def parse_domains(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(d.strip() for d in names if d.strip())
 
 
-def study_config(*, model: str = "local", catalog: str = "builtin", variants: str | None = None,
-                 tasks: int | None = None, sample: int | None = None, domains: str | Sequence[str] | None = None,
-                 calls: Sequence[int] = (), phrasing: str | None = None,
-                 split: str | None = None, splits: str = "default", seed: int = 0,
-                 control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
-                 turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
-                 concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
-                 study: str | None = None, cache: str | None = None,
-                 base_urls: Sequence[str] = (), user_model: str | None = None,
-                 match: MatchRule | str | None = None) -> StudyConfig:
-    """The study these options describe (:func:`plan_study`'s configuration)."""
-    return plan_study(**locals())[0]
+def study_config(**options: Any) -> StudyConfig:
+    """The study these options describe: :func:`plan_study`'s configuration (same keywords)."""
+    return plan_study(**options)[0]
 
 
 def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str | None = None,
@@ -129,7 +121,7 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                study: str | None = None, cache: str | None = None,
                base_urls: Sequence[str] = (), user_model: str | None = None,
                match: MatchRule | str | None = None) -> tuple[StudyConfig, DefaultJob | None]:
-    """The study these options describe and the default job it is, if it is one: the run policy applied, the run policy applied: with no task or variant option on
+    """The study these options describe and the default job it is, if it is one: the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
     ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
     ``match`` None or ``"auto"``: the catalog's own success rule (toolbias.study.success)."""

@@ -5,13 +5,16 @@ Two things decide it, both stored with every episode:
 * **The match rule** (``--match``; a stored condition, so results under two rules are never
   pooled: a non-default rule is part of the stored condition label, e.g. ``base+normalised``):
 
-  - ``exact`` (default; the schema-bias paper's rule): the multiset of executed native actions
-    equals the gold multiset. Values compare as JSON values: numbers as numbers (``20 == 20.0``;
+  - ``exact`` (default; toolbias's own rule, stricter than the paper's): the multiset of executed
+    native actions equals the gold multiset. Values compare as JSON values: numbers as numbers (``20 == 20.0``;
     JSON has one number type), strings character for character, booleans never equal numbers.
   - ``normalised``: as ``exact``, but strings are trimmed and case-folded first (``" Kitchen"``
     matches ``"kitchen"``); toolbias's rule before exact became the default.
   - ``bfcl``: strings standardised as BFCL's AST checker does (spaces and ``, . / - _ * ^``
     removed, lower case, ``'`` read as ``"``), so ``"April 1, 2024"`` matches ``"april 1 2024"``.
+  - ``paper``: the schema-bias artifact's rule (``eval/common.py``): null and ``""`` arguments
+    dropped, values numeric-aware (``"25"`` matches ``25``) and case-insensitive; see
+    :mod:`toolbias.study.paper_protocol`.
 
 * **Answer sets** (a task's ``meta["accept"]``, built by importers such as BFCL's): one entry per
   gold call, ``{"tool": NAME, "arguments": {PARAM: [acceptable values]}}``. The episode succeeds
@@ -37,6 +40,7 @@ from typing import Any
 
 from ..base.canonical import canonical_json
 from ..catalog.model import NativeAction
+from .paper_protocol import paper_key
 
 
 class MatchRule(str, Enum):
@@ -45,6 +49,7 @@ class MatchRule(str, Enum):
     EXACT = "exact"
     NORMALISED = "normalised"
     BFCL = "bfcl"
+    PAPER = "paper"
 
 
 _BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
@@ -53,6 +58,8 @@ _BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
 def _string_form(rule: MatchRule) -> Callable[[str], str]:
     if rule is MatchRule.NORMALISED:
         return lambda s: s.strip().casefold()
+    if rule is MatchRule.PAPER:  # answer sets (not in the artifact): strings as the artifact reads them
+        return lambda s: s.strip().lower()
     if rule is MatchRule.BFCL:
         return lambda s: _BFCL_STRIP.sub("", s).lower().replace("'", '"')
     return lambda s: s
@@ -83,6 +90,8 @@ def _normalise(v: Any, string: Callable[[str], str]) -> Any:
 def action_key(a: NativeAction, rule: MatchRule | str = MatchRule.EXACT) -> str:
     """The identity of an action under ``rule``: two actions are the same action exactly when
     their keys are equal."""
+    if MatchRule(rule) is MatchRule.PAPER:
+        return f"{a.domain}::{paper_key(a.tool, a.arguments)}"
     return f"{a.domain}::{a.tool}{canonical_json(normalise_value(dict(a.arguments), rule))}"
 
 

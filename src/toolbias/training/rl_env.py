@@ -10,8 +10,10 @@ as tool results. The episode is done when a turn has no call or the turn limit i
 
 Rewards (:class:`Reward`):
 
-* ``exact`` (the paper's): 1.0 when the multiset of executed native actions equals the
-  gold, else 0.0;
+* ``exact`` (exact success only: paper Table 13's *reward ablation*, not its main reward):
+  1.0 when the multiset of executed native actions equals the gold, else 0.0. It is the
+  default only because the paper's main reward is not defined in the paper's text nor in the
+  artifact's repository (which has no training code), so toolbias cannot reproduce it;
 * ``shaped`` (ours, documented here): 1.0 on exact success; otherwise
   ``0.5 * matched / max(len(gold), len(executed)) - 0.05 * min(rejections, 4)``, where
   ``matched`` counts executed actions that are gold actions (multiset intersection, the
@@ -22,7 +24,7 @@ Environment ablations (paper Table 13, :class:`EnvOptions`): ``explain=False`` r
 rejection without its explanation (the tool result is only ``Error: the call was
 rejected.``); ``control=Control.LENIENT`` has no rejections: an off-schema call that
 decodes to one native action is executed as that action. The reward ablation "exact
-success only" is ``reward="exact"``.
+success only" is ``reward="exact"``, today's default (see above).
 """
 
 from __future__ import annotations
