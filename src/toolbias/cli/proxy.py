@@ -43,3 +43,10 @@ def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host
                f"{', '.join(_redact(u) for u in upstream)}", err=True)
     click.echo(f"READY {server.base_url}", err=True)
     server.run()
+    recorder = server.app.proxy.recorder
+    if recorder is not None and recorder.unwritten:
+        from ..errors import StoreError
+
+        raise StoreError(f"{recorder.unwritten} conversations could not be written ({recorder.error})",
+                         where=f"--store {store}", fix="free the store (another process holds it locked?) and "
+                         "keep the proxy running until /health says ok before stopping it")
