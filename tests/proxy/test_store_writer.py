@@ -90,3 +90,22 @@ def test_rows_unwritten_at_shutdown_are_counted(tmp_path: Path) -> None:
         holder.rollback()
         holder.close()
     assert rec.unwritten == 5 and rec.error is not None and _rows(db) == 0
+
+
+@pytest.mark.parametrize(("control", "instructions", "condition"),
+                         [("lenient", False, "base"), ("strict", True, "instruction")])
+def test_live_rows_carry_the_proxys_control_and_condition(tmp_path: Path, control: str, instructions: bool,
+                                                           condition: str) -> None:
+    """Issue 24 item 6, last part: rows are stored under the proxy's --control and --instructions
+    (today every live row says strict/base)."""
+    from toolbias.proxy import ProxyConfig, build_app
+    from toolbias.variants.codec import Control
+
+    db = tmp_path / "live.db"
+    app = build_app(ProxyConfig(upstream=("http://127.0.0.1:9/v1",), variant="native", control=Control(control),
+                                instructions=instructions), store=str(db))
+    rec = app.proxy.recorder
+    rec.update(_Log(0))  # type: ignore[arg-type]
+    rec.flush_and_close()
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT control, condition FROM episodes").fetchall() == [(control, condition)]

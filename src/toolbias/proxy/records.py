@@ -20,14 +20,15 @@ from .conversation import CallLog
 LIVE_KIND = "live"
 
 
-def live_row(log: dict[str, Any], study: str, model: str) -> EpisodeRow:
+def live_row(log: dict[str, Any], study: str, model: str, control: str = "strict",
+             condition: str = "base") -> EpisodeRow:
     """A live conversation (:meth:`CallLog.to_dict`) as a store row: no gold, so ``success``
     is None; the record holds every upstream call and how it decoded (native, protocol reply
     or rejection)."""
     return EpisodeRow(
         key=f"live-{log['conv_id']}", study=study, kind=LIVE_KIND, model=model, settings_hash="",
         catalog=log["catalog"], variant=log["variant"], task_id=log["conv_id"], domain=log["domain"],
-        control="strict", condition="base", seed=0, status="done", success=None, failure_mode=None,
+        control=control, condition=condition, seed=0, status="done", success=None, failure_mode=None,
         termination=log["termination"], n_gold=0, n_executed=log["native_calls"], n_rejections=log["rejections"],
         turns=log["rounds"], prompt_tokens=log["prompt_tokens"], completion_tokens=log["completion_tokens"],
         wall_s=time.time() - log["started"], record={"live": log},
@@ -44,8 +45,10 @@ class Recorder:
     :attr:`unwritten` (the ``proxy`` command then exits non-zero)."""
 
     def __init__(self, path: str | Path, study: str, model: str, interval_s: float = 1.0,
-                 busy_timeout_s: float = 30.0, max_backoff_s: float = 30.0, final_tries: int = 3) -> None:
+                 busy_timeout_s: float = 30.0, max_backoff_s: float = 30.0, final_tries: int = 3,
+                 control: str = "strict", condition: str = "base") -> None:
         self.path, self.study, self.model, self.interval_s = Path(path), study, model, interval_s
+        self.control, self.condition = control, condition  # the proxy's: stored on every row
         self.busy_timeout_s, self.max_backoff_s, self.final_tries = busy_timeout_s, max_backoff_s, final_tries
         Store(self.path).close()  # a bad path fails now, before the server starts
         self._dirty: dict[str, dict[str, Any]] = {}
@@ -81,7 +84,7 @@ class Recorder:
             store = Store(self.path)
             store.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
         try:
-            store.put_values([live_row(log, self.study, self.model).values() for log in logs])
+            store.put_values([live_row(log, self.study, self.model, self.control, self.condition).values() for log in logs])
         except BaseException:
             try:
                 store.db.rollback()
