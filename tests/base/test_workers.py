@@ -200,12 +200,20 @@ RUN_ARGS = ["run", "--model", "oracle", "--variants", "native,transaction,fully_
             "1500", "--workers", "2"]
 
 
+def _default_sigint() -> None:
+    """In the child before it runs: SIGINT's default disposition, which the Ctrl-C tests rely on. A
+    suite started with SIGINT ignored (``nohup pytest &``, some CI runners) would pass SIG_IGN on,
+    and Python keeps an inherited SIG_IGN: the child would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_run_with_workers(db: Path, stderr: int) -> subprocess.Popen[bytes]:
     """`toolbias run` of 6,000 oracle episodes in 2 workers, in its own process group, returned
     once rows are stored. Its workers wait after their first batch until the run is stopped or
     its parent is gone (tests/support/gated_run.py), so it is still running however fast the machine."""
     cmd = [sys.executable, str(GATED_RUN), str(GATE), *RUN_ARGS, "--store", str(db)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+                            preexec_fn=_default_sigint)
     give_up = time.monotonic() + HANG_S
     while _done(db) == 0 and proc.poll() is None and time.monotonic() < give_up:
         time.sleep(0.05)  # waiting for a condition (rows stored, or the run ended), not racing it
@@ -237,6 +245,26 @@ def test_ctrl_c_on_the_command_line_stops_the_workers_and_keeps_their_rows(tmp_p
     cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", *RUN_ARGS, "--store", str(db)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
     assert _done(db) == 6000
+
+
+def test_ctrl_c_reaches_the_run_when_the_suite_ignores_sigint(tmp_path: Path) -> None:
+    """The suite started as a background job (SIGINT ignored, inherited by every child): the run
+    the Ctrl-C tests start still gets SIGINT's default disposition, so it stops and exits 130."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = _start_run_with_workers(tmp_path / "s.db", stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)  # a hang guard: an ignored SIGINT never ends the run
+    except subprocess.TimeoutExpired:
+        err = b"the run ignored SIGINT"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err.decode()[-2000:]
 
 
 def test_workers_of_a_killed_run_exit(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import CatalogError
 from .model import Tool, json_copy
-from .refs import inline_refs
+from .refs import check_nesting, inline_refs
 
 _VERBS = re.compile(
     r"^(set|get|start|stop|toggle|enable|disable|add|remove|delete|create|update|list|open|close|"
@@ -159,6 +159,7 @@ def _schema(fn: Mapping[str, Any], where: str, gemini: bool) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise CatalogError(f"'{key}' must be a JSON-Schema object, got {type(params).__name__}", where=where,
                            fix=f'write "{key}": {{"type": "object", "properties": {{...}}}}')
+    check_nesting(params, where)  # before any recursive walk: a few hundred levels exhaust the stack
     if key == "parameters" and (gemini or _has_openapi_types(params)):
         params = from_openapi(params, f"{where} parameters")
     try:  # pydantic-made schemas ($defs references, Optional fields) in the form operators rewrite

@@ -17,12 +17,29 @@ MAX_DEPTH = 32
 #: the most schema nodes one parameter schema may expand to (definitions that share
 #: sub-definitions level after level grow exponentially when written in place)
 MAX_NODES = 100_000
+#: the deepest nesting of objects and lists a parameter schema may have: deeper ones (a hostile or
+#: broken tool list, a few hundred levels) would exhaust Python's recursion in every schema walk
+MAX_NESTING = 100
+
+
+def check_nesting(schema: Any, where: str | None = None) -> None:
+    """Refuse ``schema`` if its objects and lists nest deeper than :data:`MAX_NESTING` (checked
+    without recursion, before any recursive walk of it)."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_NESTING:
+            raise CatalogError(f"the schema nests objects and lists deeper than {MAX_NESTING} levels",
+                               where=where, fix="give the tool a flatter parameter schema")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
 
 
 def inline_refs(schema: Any) -> Any:
     """``schema`` with its local ``$ref`` references replaced by the definitions they name
     and its ``$defs`` / ``definitions`` removed; ``X | dict`` alternatives become ``X`` and
     ``X | None`` properties a type list (see :func:`_optional_properties`)."""
+    check_nesting(schema)
     return _inline(schema, None, 0, [MAX_NODES])
 
 

@@ -29,6 +29,24 @@ if TYPE_CHECKING:  # types only: a command that shows no finding or selection lo
     from ..study.runner import Progress as RunProgress
     from ..study.runner import ProgressFn
 
+#: episodes this run must have played before an ETA is shown: one episode's time (it carries the
+#: start-up: the model's check, workers forking, a model loading) says little about the rest
+ETA_MIN_EPISODES = 3
+
+
+def eta_seconds(p: RunProgress, now: float) -> float | None:
+    """Seconds left, from the episodes this run played (stored ones skipped on resume count as
+    done, not as played), timed from the end of this run's first episode so its start-up does
+    not count; None until :data:`ETA_MIN_EPISODES` were played, or when nothing is left."""
+    ran, left = p.done - p.skipped, p.total - p.done
+    if left <= 0 or ran < ETA_MIN_EPISODES:
+        return None
+    first = p.first_done
+    if first is not None and now > first:
+        return left * (now - first) / (ran - 1)
+    return left * max(now - p.started, 1e-9) / ran
+
+
 #: above this many episodes the finding is left to ``toolbias report`` (its bootstrap takes a while)
 FINDING_MAX_EPISODES = 20_000
 
@@ -57,13 +75,12 @@ class ProgressLines:
         if not self.due(p.done, p.total):
             return
         now = self._last
-        ran = p.done - p.skipped
-        elapsed = max(now - p.started, 1e-9)
         parts = [f"episodes {p.done}/{p.total}"]
         if p.done:
             parts.append(f"success {p.successes}/{p.done} ({100 * p.successes / p.done:.0f}%)")
-        if ran and p.total > p.done:
-            parts.append(f"eta {_duration((p.total - p.done) * elapsed / ran)}")
+        left = eta_seconds(p, now)
+        if left is not None:
+            parts.append(f"eta {_duration(left)}")
         self.console.print(", ".join(parts), highlight=False, soft_wrap=True)
 
 
@@ -89,17 +106,20 @@ def progress_bar(console: Console) -> Iterator[ProgressFn]:
         return
     columns = (TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(),
                TextColumn("success {task.fields[succ]}"), TextColumn("{task.fields[rate]}"),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+               TimeElapsedColumn(), TextColumn("eta {task.fields[eta]}"))
     with Progress(*columns, console=console, transient=False) as bar:
-        task_id = bar.add_task("episodes", total=None, rate="", succ="-")
+        task_id = bar.add_task("episodes", total=None, rate="", succ="-", eta="-")
 
         def on_progress(p: RunProgress) -> None:
             ran = p.done - p.skipped
-            elapsed = max(time.perf_counter() - p.started, 1e-9)
+            now = time.perf_counter()
+            elapsed = max(now - p.started, 1e-9)
+            left = eta_seconds(p, now)
             succ = f"{p.successes}/{p.done} ({100 * p.successes / p.done:.0f}%)" if p.done else "-"
             per_s = ran / elapsed
             rate = f"{per_s:.1f} ep/s" if per_s >= 1 else (f"{elapsed / ran:.0f} s/ep" if ran else "")
-            bar.update(task_id, total=p.total, completed=p.done, rate=rate, succ=succ)
+            bar.update(task_id, total=p.total, completed=p.done, rate=rate, succ=succ,
+                       eta="-" if left is None else _duration(left))
 
         yield on_progress
 

@@ -37,6 +37,16 @@ def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host
                          control=Control(control), instructions=instructions, max_rounds=max_rounds,
                          retries=retries, timeout=timeout, study=study)
     server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
-    click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> {', '.join(upstream)}", err=True)
+    from ..providers.openai import _redact
+
+    click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> "
+               f"{', '.join(_redact(u) for u in upstream)}", err=True)
     click.echo(f"READY {server.base_url}", err=True)
     server.run()
+    recorder = server.app.proxy.recorder
+    if recorder is not None and recorder.unwritten:
+        from ..errors import StoreError
+
+        raise StoreError(f"{recorder.unwritten} conversations could not be written ({recorder.error})",
+                         where=f"--store {store}", fix="free the store (another process holds it locked?) and "
+                         "keep the proxy running until /health says ok before stopping it")

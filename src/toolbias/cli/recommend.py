@@ -47,6 +47,10 @@ def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants:
                   control: str, match: str, protocol: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
                   as_json: bool, extra_body: str | None) -> None:
     """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
+    from .outputs import output_dir
+
+    if export_dir:
+        output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2]])
     check_protocol(protocol)
     rule = "" if match == "auto" else f"|{match}"
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,

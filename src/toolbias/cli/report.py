@@ -65,7 +65,15 @@ def report_cmd(store: str, study: str | None, as_json: bool, csv_path: str | Non
     from ..report import ReportSettings, build_report, dumps, print_report
     from ..report import mitigation as mit
     from ..report.grid import open_store
+    from .outputs import output_dir, output_file
 
+    inputs = [store, *(t.rpartition("=")[2] for t in tau2_results), splits_spec,
+              catalog.partition(":")[2] if catalog else None]
+    for path, opt in ((csv_path, "--csv"), (html_path, "--html")):
+        if path:
+            output_file(path, option=opt, inputs=inputs)
+    if figures_dir:
+        output_dir(figures_dir, option="--figures", inputs=inputs)
     imports = _import_tau2(store, tau2_results, tau2_variant, tau2_model)
     settings = ReportSettings(seed=seed, n_resamples=resamples, confidence=confidence, sample_n=sample_n,
                               repeats=repeats, baseline=baseline)

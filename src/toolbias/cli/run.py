@@ -95,7 +95,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
               help="toolbias (toolbias's own evaluation) or paper (the schema-bias artifact's: not implemented "
               "yet beyond its success rule, --match paper; asking for it stops with an error)")
 @store_option("toolbias.db", help="SQLite file of the study")
-@click.option("--study", help="study name inside the store [default: model|control|condition]")
+@click.option("--study", help="study name inside the store [default: model|control|condition, then |CATALOG for a catalog other than builtin]")
 @concurrency_option
 @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
               "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
@@ -124,12 +124,18 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
                        temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                        workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
                        user_model=user_model)
+    from .outputs import lasting_store, output_file
+
+    lasting_store(store, command="run")
+    if job is not None:
+        html = html or str(Path(store).parent / job.html)
+    if html:
+        output_file(html, option="--html", inputs=[store, cache, catalog.partition(":")[2], splits])
     cfg = apply_extra_body(cfg, extra_body)
     built = build_study(cfg)
     cfg = built.config  # with the catalog's success rule resolved
     console = Console(stderr=True)
     if job is not None:
-        html = html or str(Path(store).parent / job.html)
         console.print(f"the embedded model's default job ({len(built.codecs)} variants x {len(built.tasks)} "
                       f"tasks; any task or variant option runs your own study instead):\n  {job.command()}",
                       highlight=False, soft_wrap=True)
@@ -166,6 +172,9 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
 @click.option("-o", "--output", required=True, help="the merged store (must not exist)")
 def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
     """Merge shard stores of one study into one store."""
+    from .outputs import lasting_store
+
+    lasting_store(output, option="--output", command="merge")
     counts = merge_stores(inputs, output)
     click.echo(f"merged {counts['episodes']} episodes from {len(inputs)} stores into {output}")
 
@@ -176,6 +185,9 @@ def merge_cmd(inputs: tuple[str, ...], output: str) -> None:
 @click.option("-o", "--output", help="output file [default: <store>.<format>]")
 def export_cmd(store: str, fmt: str, output: str | None) -> None:
     """Export finished episodes for pandas and friends."""
+    from .outputs import output_file
+
     out = output or f"{store.rsplit('.', 1)[0]}.{fmt}"
+    output_file(out, option="--output", inputs=[store])
     n = export(store, fmt, out)
     click.echo(f"wrote {n} episodes to {out}")

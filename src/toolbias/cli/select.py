@@ -290,6 +290,9 @@ def run_cmd(model: str, condition: str, temperatures: str | None, top_ps: str | 
     Lists of temperatures, top-p values and K run one result group each. Re-running the same command
     resumes: stored answers are kept, infrastructure errors retried.
     """
+    from .outputs import lasting_store
+
+    lasting_store(store, command="select run")
     bench = _bench(benchmark, queries, clusters)
     settings = _settings(options, model)
     provider = _provider(model, base_url, concurrency, cache, settings)
@@ -388,6 +391,9 @@ def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool
 def export_cmd(store: str, output: str, model: str | None, benchmark: str | None, condition: str | None,
                presentation: str | None, full: bool) -> None:
     """Export stored selections as JSON Lines (the `select metrics` record format)."""
+    from .outputs import output_file
+
+    output_file(output, option="--output", inputs=[store])
     with SelectionStore(store) as st:
         recs = [r for r in st.records(model=model, benchmark=benchmark, condition=condition,
                                       presentation=presentation) if r.status.value != "error"]
@@ -693,6 +699,11 @@ def _print_filter_scores(scores: Any, what: str, as_json: bool) -> None:
 @click.option("--html", "html_path", help="also write the HTML fragments into this file")
 def figures_cmd(store: str, out_dir: str, fmt: str, benchmark: str | None, html_path: str | None) -> None:
     """Figures of every stored group: selection rates per cluster, TV per model, perturbation effects."""
+    from .outputs import output_dir, output_file
+
+    output_dir(out_dir, option="--output", inputs=[store, benchmark])
+    if html_path:
+        output_file(html_path, option="--html", inputs=[store, benchmark])
     reports = _groups(store)
     bench = load_benchmark(benchmark) if benchmark else None
     for path in figs.write_store_figures(reports, Path(out_dir), fmt, bench=bench,
@@ -815,7 +826,9 @@ def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: st
               threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
     """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
     from ..selection import build
+    from .outputs import output_file
 
+    output_file(output, option="--output", inputs=[tools_path])
     tools = build.read_tools(tools_path)
     settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
                                    max_size=max_size, queries=queries)

@@ -113,8 +113,14 @@ class OpenAIProvider(ModelAPI):
         self.base_urls: tuple[str, ...] = tuple(dict.fromkeys(urls))
         for u in self.base_urls:
             if urlparse(u).scheme not in ("http", "https") or not urlparse(u).hostname:
-                raise ProviderError(f"'{u}' is not an http(s) URL", where="base URL",
+                raise ProviderError(f"'{_redact(u)}' is not an http(s) URL", where="base URL",
                                     fix="pass e.g. --base-url http://localhost:8000/v1")
+            if urlparse(u).username is not None or urlparse(u).password is not None:
+                # the key goes in the Authorization header; HTTP clients refuse URL credentials beside it
+                raise ProviderError(f"'{_redact(u)}' carries credentials (user:password@), which cannot be sent "
+                                    "beside the API key's Authorization header", where="base URL",
+                                    fix="remove 'user:password@' from the URL and pass the key with "
+                                        "OPENAI_API_KEY (or --api-key for the proxy)")
         #: the cache and concurrency key: the URL list
         self.base_url = ",".join(self.base_urls)
         key = api_key or os.environ.get("OPENAI_API_KEY")

@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from ..errors import MissingExtraError, ToolbiasError
+from ..variants.codec import Control
 from .app import ProxyApp
 from .codecs import CodecSource, RequestError
 from .conversation import CallLog, Conversation
@@ -40,7 +41,9 @@ def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
     recorder = None
     if store:
         model = f"openai:{config.model}" if config.model else "proxy"
-        recorder = Recorder(store, config.study or f"proxy|{config.variant}", model)
+        recorder = Recorder(store, config.study or f"proxy|{config.variant}", model,
+                            control=Control(config.control).value,
+                            condition="instruction" if config.instructions else "base")
     proxy = VariantProxy(config, recorder)
     return ProxyApp(proxy, on_shutdown=recorder.flush_and_close if recorder else None)
 

@@ -58,7 +58,7 @@ class ProxyApp:
             elif path == "/models" and method == "GET":
                 await self._models(send)
             elif path == "/health" and method == "GET":
-                await _send_json(send, 200, {"status": "ok", "variant": self.proxy.variant.name})
+                await _send_json(send, *_health(self.proxy))
             else:
                 raise ProxyError(404, f"no route {method} {scope['path']}; the proxy serves POST "
                                       "/v1/chat/completions, POST /v1/responses and GET /v1/models", code="not_found")
@@ -218,3 +218,17 @@ async def _send_json(send: Send, status: int, body: Any) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
+
+
+def _health(proxy: Any) -> tuple[int, dict[str, Any]]:
+    """``/health``: 200 ``ok``; 503 ``store_failing`` while the store writer cannot write (its rows
+    are kept and retried; the body says why and how many are pending)."""
+    body: dict[str, Any] = {"status": "ok", "variant": proxy.variant.name}
+    recorder = getattr(proxy, "recorder", None)
+    if recorder is None:
+        return 200, body
+    body["store"] = recorder.stats()
+    if body["store"]["error"] is not None:
+        body["status"] = "store_failing"
+        return 503, body
+    return 200, body

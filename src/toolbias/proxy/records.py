@@ -8,6 +8,7 @@ to their thread, and a write must not stall the proxy's event loop).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,14 +20,15 @@ from .conversation import CallLog
 LIVE_KIND = "live"
 
 
-def live_row(log: dict[str, Any], study: str, model: str) -> EpisodeRow:
+def live_row(log: dict[str, Any], study: str, model: str, control: str = "strict",
+             condition: str = "base") -> EpisodeRow:
     """A live conversation (:meth:`CallLog.to_dict`) as a store row: no gold, so ``success``
     is None; the record holds every upstream call and how it decoded (native, protocol reply
     or rejection)."""
     return EpisodeRow(
         key=f"live-{log['conv_id']}", study=study, kind=LIVE_KIND, model=model, settings_hash="",
         catalog=log["catalog"], variant=log["variant"], task_id=log["conv_id"], domain=log["domain"],
-        control="strict", condition="base", seed=0, status="done", success=None, failure_mode=None,
+        control=control, condition=condition, seed=0, status="done", success=None, failure_mode=None,
         termination=log["termination"], n_gold=0, n_executed=log["native_calls"], n_rejections=log["rejections"],
         turns=log["rounds"], prompt_tokens=log["prompt_tokens"], completion_tokens=log["completion_tokens"],
         wall_s=time.time() - log["started"], record={"live": log},
@@ -34,18 +36,33 @@ def live_row(log: dict[str, Any], study: str, model: str) -> EpisodeRow:
 
 
 class Recorder:
-    """Collects changed conversations and writes them in batches from one thread."""
+    """Collects changed conversations and writes them in batches from one thread.
 
-    def __init__(self, path: str | Path, study: str, model: str, interval_s: float = 1.0) -> None:
+    A write that fails (the store locked or busy past ``busy_timeout_s``, a full disk) keeps its
+    rows pending and is retried with a backoff (doubling from ``interval_s`` to ``max_backoff_s``);
+    the failure shows on stderr (once when it starts, once when writes resume), in :meth:`stats`
+    (``/health``) and, if rows are still unwritten after the last tries at shutdown, in
+    :attr:`unwritten` (the ``proxy`` command then exits non-zero)."""
+
+    def __init__(self, path: str | Path, study: str, model: str, interval_s: float = 1.0,
+                 busy_timeout_s: float = 30.0, max_backoff_s: float = 30.0, final_tries: int = 3,
+                 control: str = "strict", condition: str = "base") -> None:
         self.path, self.study, self.model, self.interval_s = Path(path), study, model, interval_s
+        self.control, self.condition = control, condition  # the proxy's: stored on every row
+        self.busy_timeout_s, self.max_backoff_s, self.final_tries = busy_timeout_s, max_backoff_s, final_tries
         Store(self.path).close()  # a bad path fails now, before the server starts
         self._dirty: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = False
+        self.written = 0
+        #: the last write error while writes fail (None while they succeed), and how many failed
+        self.error: str | None = None
+        self.failures = 0
+        #: conversations left unwritten when the writer stopped (0: everything was stored)
+        self.unwritten = 0
         self._thread = threading.Thread(target=self._run, name="toolbias-proxy-store", daemon=True)
         self._thread.start()
-        self.written = 0
 
     def update(self, log: CallLog) -> None:
         """Called on the event loop after each turn: a copy, so the writer never reads a log
@@ -58,27 +75,75 @@ class Recorder:
             logs, self._dirty = list(self._dirty.values()), {}
         return logs
 
+    def _put_back(self, logs: list[dict[str, Any]]) -> None:
+        with self._lock:  # a conversation updated meanwhile keeps its newer copy
+            self._dirty = {**{log["conv_id"]: log for log in logs}, **self._dirty}
+
+    def _write(self, store: Store | None, logs: list[dict[str, Any]]) -> Store:
+        if store is None:
+            store = Store(self.path)
+            store.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        try:
+            store.put_values([live_row(log, self.study, self.model, self.control, self.condition).values() for log in logs])
+        except BaseException:
+            try:
+                store.db.rollback()
+            except Exception:  # noqa: BLE001 - the connection may be gone; it is reopened next time
+                pass
+            raise
+        return store
+
     def _run(self) -> None:
-        store = Store(self.path)
+        store: Store | None = None
+        backoff = self.interval_s
+        final = 0
         try:
             while True:
                 stopping = self._stop
                 logs = self._take()
                 if logs:
-                    store.put_values([live_row(log, self.study, self.model).values() for log in logs])
+                    try:
+                        store = self._write(store, logs)
+                    except Exception as exc:  # noqa: BLE001 - any failure keeps the rows and is retried
+                        self._put_back(logs)
+                        self.failures += 1
+                        if self.error is None:
+                            _say(f"toolbias proxy: cannot write conversations to the store {self.path}: "
+                                 f"{type(exc).__name__}: {exc}; {len(logs)} pending, retrying")
+                        self.error = f"{type(exc).__name__}: {exc}"
+                        if stopping:
+                            final += 1
+                            if final >= self.final_tries:
+                                self.unwritten = len(self._dirty)
+                                return
+                        self._wake.wait(backoff)
+                        self._wake.clear()
+                        backoff = min(backoff * 2, self.max_backoff_s)
+                        continue
                     self.written += len(logs)
+                    backoff = self.interval_s
+                    if self.error is not None:
+                        _say(f"toolbias proxy: store writes resumed ({self.written} conversations stored)")
+                        self.error = None
                 if stopping:
                     return
                 self._wake.wait(self.interval_s)
                 self._wake.clear()
         finally:
-            store.close()
+            if store is not None:
+                store.close()
 
     def flush_and_close(self) -> None:
-        """Write what is left and stop the writer (the server's shutdown)."""
+        """Write what is left and stop the writer (the server's shutdown); after a few failed
+        tries the rows left are counted in :attr:`unwritten`."""
         self._stop = True
         self._wake.set()
         self._thread.join()
 
     def stats(self) -> dict[str, Any]:
-        return {"written": self.written, "pending": len(self._dirty)}
+        return {"written": self.written, "pending": len(self._dirty), "error": self.error,
+                "failed_writes": self.failures}
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

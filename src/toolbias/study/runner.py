@@ -36,6 +36,9 @@ from .success import MatchRule, condition_label
 
 #: (episode key, variant codec, task): one episode of a study's plan
 PlanItem = tuple[str, Codec, Task]
+#: the catalog a default study name does not name (a study on any other catalog is named
+#: ``model|control|condition|CATALOG``, so two catalogs can share a store)
+DEFAULT_CATALOG = "builtin"
 
 
 @dataclass
@@ -83,6 +86,8 @@ class StudyConfig:
     @property
     def study_name(self) -> str:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition_label}"
+        if self.study is None and self.catalog != DEFAULT_CATALOG:  # another catalog: its own study
+            base += f"|{self.catalog}"
         if self.study is None and self.split:
             base += f"|{self.split}"
         if self.study is None and self.phrasing != "query":
@@ -276,6 +281,8 @@ class Progress:
     successes: int = 0
     infra_errors: int = 0
     started: float = field(default_factory=time.perf_counter)
+    #: when this run's first episode ended (perf_counter; None before): the ETA is timed from it
+    first_done: float | None = None
 
 
 ProgressFn = Callable[[Progress], None]
@@ -343,6 +350,18 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
             self.stats.add(summary)  # the workers' calls and retries, as if made here
 
 
+def _stored_successes(store: Store, study: str, jobs: EpisodeJobs, plan: Sequence[PlanItem],
+                      todo: Sequence[tuple[str, PlanItem]]) -> int:
+    """Successes among the plan's episodes already stored (skipped on resume): the progress
+    counts them as it counts them done."""
+    if len(todo) == len(plan):
+        return 0
+    won = {k for (k,) in store.query("SELECT key FROM episodes WHERE status='done' AND success AND study=?",
+                                      (study,))}
+    playing = {k for k, _ in todo}
+    return sum(1 for item in plan if (k := jobs.key(item)) in won and k not in playing)
+
+
 async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | None = None,
                           check: bool = True) -> Progress:
     cfg = study.config
@@ -355,9 +374,12 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
                                             turn_limit=cfg.turn_limit, generate=cfg.generate,
                                             match=cfg.match or MatchRule.EXACT))
     todo = pending(jobs, plan, store.done_keys(cfg.study_name))
-    prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo))
+    prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo),
+                    successes=_stored_successes(store, cfg.study_name, jobs, plan, todo))
 
     def count(values: tuple[Any, ...]) -> None:
+        if prog.first_done is None:
+            prog.first_done = time.perf_counter()
         prog.done += 1
         prog.successes += int(bool(values[_SUCCESS]))
         prog.infra_errors += int(values[_STATUS] == "infra_error")
