@@ -250,9 +250,10 @@ def test_changed_configuration_is_refused_and_explained(tmp_path: Path, catalog:
 
 def test_changed_catalog_is_refused(tmp_path: Path, catalog: Catalog, toolschemaspace_dir: Path) -> None:
     store = tmp_path / "s.db"
-    assert _run(["--variants", "native", "--tasks", "3"], store).returncode == 0
-    again = _run(["--variants", "native", "--tasks", "3", "--catalog", f"toolschemaspace:{toolschemaspace_dir}"],
-                 store)
+    # another catalog is its own study by default (issue 24 item 12); under one study name it is refused
+    assert _run(["--variants", "native", "--tasks", "3", "--study", "one"], store).returncode == 0
+    again = _run(["--variants", "native", "--tasks", "3", "--study", "one", "--catalog",
+                  f"toolschemaspace:{toolschemaspace_dir}"], store)
     assert again.returncode == 2 and f"catalog: stored '{CATALOG.split(':')[0]}" in again.stderr, again.stderr
 
 

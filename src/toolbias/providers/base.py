@@ -146,6 +146,11 @@ class ModelAPI(ABC):
         """What identifies this provider's behaviour (no secrets): hashed into episode keys."""
         return {"spec": self.spec}
 
+    def behaviour(self) -> dict[str, Any]:
+        """:meth:`settings` minus where requests go: replicas, ports and extra --base-url servers
+        may change between a study's runs (resume, shards) without changing its episodes."""
+        return {k: v for k, v in self.settings().items() if k not in ("base_url", "base_urls")}
+
     def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
         """The agent for one episode. Models ignore this; the oracle and scripted
         providers bind to the task (its gold, its id) here."""

@@ -140,7 +140,7 @@ class Study:
         return {
             "model": cfg.model, "settings_hash": self.settings_hash,
             # the settings themselves (not only their hash), so a refusal can say what changed
-            "settings": {"provider": model_behaviour(self.model), "generate": cfg.generate.to_dict()},
+            "settings": {"provider": self.model.behaviour(), "generate": cfg.generate.to_dict()},
             "catalog": f"{self.catalog.name}#{self.catalog.fingerprint()}",
             "variants": [c.name for c in self.codecs],
             # a variant's definition, so an edited spec file under the same name is not mixed in
@@ -161,12 +161,6 @@ class Study:
 
 def codec_steps(codec: Codec) -> list[Any]:
     return [[layer.op, layer.params] for layer in codec.layers]
-
-
-def model_behaviour(model: ModelAPI) -> dict[str, Any]:
-    """A provider's settings minus where its requests go: replicas, ports and extra --base-url
-    servers may change between a study's runs (resume, shards) without changing its episodes."""
-    return {k: v for k, v in model.settings().items() if k not in ("base_url", "base_urls")}
 
 
 def apportion(sizes: Mapping[Any, int], n: int, rng: random.Random) -> dict[Any, int]:
@@ -240,20 +234,26 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     """Resolve names into objects; raises ToolbiasError listing valid names on bad input.
     ``tasks`` replaces the catalog's task selection (compliance probes use this);
     ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
+    source = catalog or load_catalog(cfg.catalog)
+    # tasks are chosen by id, domain, gold and split, never by wording: chosen before the
+    # phrasing, then taken in the study's phrasing
+    chosen = list(tasks) if tasks is not None else select_tasks(source, cfg)
     provider = model or make_provider(cfg.model, **cfg.provider_options)
-    catalog = with_phrasing(catalog or load_catalog(cfg.catalog), cfg.phrasing)
-    if cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
-        cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
-    specs: list[VariantSpec] = resolve_variants(cfg.variants)
-    codecs = [build_codec(catalog, s) for s in specs]
-    chosen = list(tasks) if tasks is not None else select_tasks(catalog, cfg)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
-    settings = {"provider": model_behaviour(provider), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
+    settings = {"provider": provider.behaviour(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
     user = None
     if cfg.user_model:
         settings["user_model"] = cfg.user_model
         user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=cfg.concurrency, cache=cache)
+    catalog = with_phrasing(source, cfg.phrasing)
+    if tasks is None and catalog is not source:
+        phrased = {(t.domain, t.id): t for t in catalog.tasks}
+        chosen = [phrased[(t.domain, t.id)] for t in chosen]
+    if cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
+        cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
+    specs: list[VariantSpec] = resolve_variants(cfg.variants)
+    codecs = [build_codec(catalog, s) for s in specs]
     return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user)
 
 
