@@ -1,0 +1,72 @@
+"""Live MCP servers as catalogs (mcp-config:FILE), against the real mcp-server-time and mcp-server-git."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolbias.catalog import load_catalog
+from toolbias.errors import CatalogError
+
+pytest.importorskip("mcp", reason="the mcp SDK (toolbias[mcp]) is not installed")
+
+
+def _config(tmp_path: Path, servers: dict) -> str:
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
+def test_time_server_tools_become_a_domain(tmp_path: Path) -> None:
+    spec = "mcp-config:" + _config(tmp_path, {"time": {"command": "mcp-server-time",
+                                                        "args": ["--local-timezone", "UTC"]}})
+    catalog = load_catalog(spec)
+    assert [d.name for d in catalog.domains] == ["time"]
+    tools = {t.name: t for t in catalog.tools}
+    assert set(tools) == {"get_current_time", "convert_time"}
+    assert set(tools["convert_time"].parameters["properties"]) == {"source_timezone", "time", "target_timezone"}
+    assert tools["get_current_time"].parameters["required"] == ["timezone"]
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-git") is None or shutil.which("git") is None,
+                    reason="mcp-server-git or git is not installed")
+def test_git_server_in_a_working_directory(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    spec = "mcp-config:" + _config(tmp_path, {"git": {"command": "mcp-server-git", "args": ["--repository", "."],
+                                                      "cwd": "repo"}})
+    catalog = load_catalog(spec)
+    names = {t.name for t in catalog.tools}
+    assert {"git_status", "git_log", "git_commit", "git_add"} <= names
+    assert len(names) >= 10
+
+
+def test_missing_server_is_refused_with_a_fix(tmp_path: Path) -> None:
+    spec = "mcp-config:" + _config(tmp_path, {"nope": {"command": "no-such-mcp-server-xyz"}})
+    with pytest.raises(CatalogError) as err:
+        load_catalog(spec)
+    assert "not installed" in str(err.value.what if hasattr(err.value, "what") else err.value)
+    assert "mcpServers.nope" in str(err.value)
+
+
+def test_crashing_server_is_refused_not_hung(tmp_path: Path) -> None:
+    spec = "mcp-config:" + _config(tmp_path, {"bad": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}})
+    with pytest.raises(CatalogError) as err:
+        load_catalog(spec)
+    assert "bad" in str(err.value)
+
+
+@pytest.mark.parametrize("body", [{}, {"mcpServers": {}}, {"mcpServers": {"x": {"args": []}}},
+                                  {"mcpServers": {"x": {"command": "c", "args": "notalist"}}}])
+def test_bad_configuration_is_refused(tmp_path: Path, body: dict) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    with pytest.raises(CatalogError):
+        load_catalog(f"mcp-config:{path}")
