@@ -70,3 +70,47 @@ def test_bad_configuration_is_refused(tmp_path: Path, body: dict) -> None:
     path.write_text(json.dumps(body), encoding="utf-8")
     with pytest.raises(CatalogError):
         load_catalog(f"mcp-config:{path}")
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-git") is None or shutil.which("git") is None,
+                    reason="mcp-server-git or git is not installed")
+def test_episode_runs_calls_on_a_fresh_server_and_copy(tmp_path: Path) -> None:
+    from toolbias.catalog.model import NativeAction, Task
+    from toolbias.study.env import make_environment
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "a.txt").write_text("hello\n", encoding="utf-8")
+    catalog = load_catalog("mcp-config:" + _config(tmp_path, {"git": {"command": "mcp-server-git",
+                                                                      "args": ["--repository", "."], "cwd": "repo"}}))
+    task = Task(id="t", domain="git", query="stage a.txt", gold=())
+    env = make_environment(catalog, task)
+    staged = env.execute(NativeAction("git", "git_add", {"repo_path": ".", "files": ["a.txt"]}))
+    assert staged["ok"], staged
+    status = env.execute(NativeAction("git", "git_status", {"repo_path": "."}))
+    assert "a.txt" in status["content"] and "new file" in status["content"]
+    env.check()
+    # the original working directory is untouched: the episode ran on a copy
+    plain = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "?? a.txt"
+    # a second episode starts from the fresh state again
+    env2 = make_environment(catalog, task)
+    again = env2.execute(NativeAction("git", "git_status", {"repo_path": "."}))
+    assert "Untracked" in again["content"] and "new file" not in again["content"]
+    env2.check()
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
+def test_server_error_is_a_result(tmp_path: Path) -> None:
+    from toolbias.catalog.model import NativeAction, Task
+    from toolbias.study.env import make_environment
+
+    catalog = load_catalog("mcp-config:" + _config(tmp_path, {"time": {"command": "mcp-server-time"}}))
+    env = make_environment(catalog, Task(id="t", domain="time", query="q", gold=()))
+    out = env.execute(NativeAction("time", "convert_time", {"source_timezone": "UTC", "time": "12:00",
+                                                            "target_timezone": "Europe/Paris"}))
+    assert out["ok"] and "Europe/Paris" in out["content"]
+    bad = env.execute(NativeAction("time", "get_current_time", {"timezone": "Not/AZone"}))
+    assert not bad["ok"]
+    env.check()

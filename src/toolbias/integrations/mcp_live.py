@@ -6,23 +6,29 @@ domain of the catalog; its tools are listed through the official ``mcp`` SDK (ex
 page of ``tools/list`` (``nextCursor``) read. A server that is missing, crashes or hangs is refused
 with what/where/fix (each step under a timeout), never a hung command.
 
-Not done yet: episodes executed on the live server (the catalog names no environment, so
-``toolbias run`` on it refuses with "has no tasks").
+:class:`McpEnvironment` (environment kind ``mcp``, the catalog's ``meta["environment"]``) runs an
+episode's decoded native calls on the real server: a fresh server process per episode (in a fresh
+copy of the server's ``cwd`` when it names one), closed by ``check()`` at the episode's end. A server
+that fails is an error result naming it (calls under ``CALL_TIMEOUT_S``). Not done yet: tasks
+(``--task-file``) and check calls, so ``toolbias run`` on this catalog refuses with "has no tasks".
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..catalog.formats import read_tool
-from ..catalog.model import Catalog, Domain, Tool
+from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import read_json
 from ..errors import CatalogError, MissingExtraError
+from ..study.env import EpisodeEnvironment
 
 #: seconds a server may take to start and answer, and to answer one request
 START_TIMEOUT_S = 30.0
@@ -131,6 +137,164 @@ def list_server_tools(name: str, server: Mapping[str, Any], where: str) -> list[
                            where=where, fix="check that the server starts on its own (run its command)") from None
 
 
+class _Server:
+    """One live server process and its client session, owned by a thread of its own (the SDK's
+    transports must be entered and left in one task): ``call`` sends it a request and waits."""
+
+    def __init__(self, server: Mapping[str, Any]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ready: Any = None
+        self.queue: Any = None
+        self.server = server
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.ready = asyncio.run_coroutine_threadsafe(self._make_queue(), self.loop).result(START_TIMEOUT_S)
+        self.main = asyncio.run_coroutine_threadsafe(self._serve(), self.loop)
+        started = asyncio.run_coroutine_threadsafe(self._wait_started(), self.loop)
+        started.result(START_TIMEOUT_S)
+
+    async def _make_queue(self) -> bool:
+        self.queue = asyncio.Queue()
+        self.up = asyncio.Event()
+        self.failure: BaseException | None = None
+        return True
+
+    async def _wait_started(self) -> None:
+        await self.up.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    async def _serve(self) -> None:
+        from contextlib import AsyncExitStack
+
+        from mcp import ClientSession, StdioServerParameters
+
+        try:
+            async with AsyncExitStack() as stack:
+                server = self.server
+                if server.get("url"):
+                    from mcp.client.streamable_http import streamable_http_client
+
+                    streams = await stack.enter_async_context(streamable_http_client(server["url"]))
+                else:
+                    from mcp.client.stdio import stdio_client
+
+                    params = StdioServerParameters(command=server["command"], args=server["args"],
+                                                   env=server["env"] or None, cwd=server.get("cwd"))
+                    streams = await stack.enter_async_context(stdio_client(params))
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                await asyncio.wait_for(session.initialize(), START_TIMEOUT_S)
+                self.up.set()
+                while True:
+                    item = await self.queue.get()
+                    if item is None:
+                        return
+                    name, args, fut = item
+                    try:
+                        result = await asyncio.wait_for(session.call_tool(name, args), CALL_TIMEOUT_S)
+                        fut.set_result(result)
+                    except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                        fut.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001
+            self.failure = exc
+            self.up.set()
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        async def ask() -> Any:
+            fut = self.loop.create_future()
+            await self.queue.put((name, dict(arguments), fut))
+            return await fut
+
+        return asyncio.run_coroutine_threadsafe(ask(), self.loop).result(CALL_TIMEOUT_S + 5)
+
+    def close(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.queue.put(None), self.loop).result(5)
+            self.main.result(10)
+        except Exception:  # noqa: BLE001 - the server is gone either way
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def _result_text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") or json.dumps(c.model_dump(mode="json")) for c in result.content)
+
+
+class McpEnvironment(EpisodeEnvironment):
+    """One episode on a live MCP server (see the module doc)."""
+
+    @classmethod
+    def for_task(cls, catalog: Catalog, task: Task, user_model: Any = None) -> McpEnvironment:
+        return cls(catalog, task)
+
+    def __init__(self, catalog: Catalog, task: Any) -> None:
+        self.catalog = catalog
+        self.domain = task.domain
+        self.log: list[NativeAction] = []
+        self.error: str | None = None
+        server = dict((catalog.meta.get("mcp_servers") or {}).get(task.domain) or {})
+        server.setdefault("env", {})
+        server.update(_env_of(catalog, task.domain))
+        self.workdir: str | None = None
+        if server.get("cwd"):
+            self.workdir = tempfile.mkdtemp(prefix="toolbias-mcp-")
+            shutil.copytree(server["cwd"], self.workdir, dirs_exist_ok=True, symlinks=True)
+            server["cwd"] = self.workdir
+        self.server_name = task.domain
+        self._server: _Server | None = None
+        self._spec = server
+
+    def _live(self) -> _Server:
+        if self._server is None:
+            self._server = _Server(self._spec)
+        return self._server
+
+    def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]:
+        if action.domain != self.domain:
+            return {"ok": False, "error": f"tool '{action.tool}' belongs to domain '{action.domain}'"}
+        if self.error is not None:
+            return {"ok": False, "error": self.error, "infrastructure": True}
+        try:
+            result = self._live().call(action.tool, action.arguments)
+        except Exception as exc:  # noqa: BLE001 - a server that fails: the episode's infrastructure
+            self.error = (f"MCP server '{self.server_name}' failed: {type(exc).__name__}: {exc}"
+                          if str(exc) else f"MCP server '{self.server_name}' failed: {type(exc).__name__}")
+            return {"ok": False, "error": self.error, "infrastructure": True}
+        text = _result_text(result)
+        if getattr(result, "is_error", None) or getattr(result, "isError", None):
+            return {"ok": False, "error": text}
+        self.log.append(action)
+        return {"ok": True, "tool": action.tool, "content": text}
+
+    def tool_text(self, results: list[dict[str, Any]]) -> str:
+        """The server's own words (its text content, or the error)."""
+        parts = [str(r.get("content") if r.get("ok") else "Error: " + str(r.get("error"))) for r in results]
+        return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def check(self) -> dict[str, Any] | None:
+        """The episode ended: stop its server and remove its working copy (no verdict of its own)."""
+        self.close()
+        return None
+
+
+def _env_of(catalog: Catalog, domain: str) -> dict[str, Any]:
+    """The server's ``env`` (kept out of the catalog's stored meta) re-read from the config file."""
+    path = catalog.name.partition(":")[2]
+    try:
+        return {"env": read_config(path)[domain]["env"]}
+    except (CatalogError, KeyError):
+        return {}
+
+
 def load_mcp_config(arg: str) -> Catalog:
     """``mcp-config:FILE.json``: one domain per server, its live tools."""
     servers = read_config(arg)
@@ -143,7 +307,7 @@ def load_mcp_config(arg: str) -> Catalog:
         tools: list[Tool] = [read_tool(e, name, f"{where} tool {i}") for i, e in enumerate(entries)]
         domains.append(Domain(name=name, tools=tuple(tools), title=name))
     return Catalog(name=f"mcp-config:{arg}", domains=tuple(domains),
-                   meta={"mcp_servers": {n: {k: v for k, v in s.items() if k != "env"} for n, s in servers.items()}})
+                   meta={"environment": "mcp", "mcp_servers": {n: {k: v for k, v in s.items() if k != "env"} for n, s in servers.items()}})
 
 
-__all__ = ["CALL_TIMEOUT_S", "START_TIMEOUT_S", "import_mcp", "list_server_tools", "load_mcp_config", "read_config"]
+__all__ = ["CALL_TIMEOUT_S", "McpEnvironment", "START_TIMEOUT_S", "import_mcp", "list_server_tools", "load_mcp_config", "read_config"]
