@@ -114,3 +114,66 @@ def test_server_error_is_a_result(tmp_path: Path) -> None:
     bad = env.execute(NativeAction("time", "get_current_time", {"timezone": "Not/AZone"}))
     assert not bad["ok"]
     env.check()
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "src" / "toolbias" / "integrations" / "mcp_tasks"
+_GIT = shutil.which("mcp-server-git") is None or shutil.which("git") is None
+
+
+@pytest.mark.skipif(_GIT, reason="mcp-server-git or git is not installed")
+def test_check_calls_compare_state_with_the_gold_replay() -> None:
+    from types import SimpleNamespace
+
+    from toolbias.catalog.model import NativeAction
+    from toolbias.catalog.taskfile import with_task_file
+    from toolbias.study.env import make_environment
+
+    catalog = with_task_file(load_catalog(f"mcp-config:{SHIPPED / 'git.json'}"), SHIPPED / "git.jsonl")
+    task = next(t for t in catalog.tasks if t.id == "git-2")
+    assert task.meta["check_calls"][0]["name"] == "git_log"
+
+    def play(actions: list[NativeAction]) -> dict:
+        env = make_environment(catalog, task)
+        for a in actions:
+            assert env.execute(a)["ok"]
+        env.check()
+        rec = SimpleNamespace(executed=actions, gold=list(task.gold), accept=None, match="exact")
+        return env.evaluate(rec)
+
+    good = play(list(task.gold))
+    assert good["reward"] == 1.0 and good["checks_equal"]
+    other = [task.gold[0], NativeAction("git", "git_commit", {"repo_path": ".", "message": "something else"})]
+    bad = play(other)
+    assert bad["reward"] == 0.0 and not bad["checks_equal"]
+
+
+@pytest.mark.parametrize("server,task_id", [("time", "time-3"), ("git", "git-2")])
+def test_oracle_scores_every_task_under_the_representative_variants(tmp_path: Path, server: str, task_id: str) -> None:
+    if shutil.which(f"mcp-server-{server}") is None or (server == "git" and _GIT):
+        pytest.skip(f"mcp-server-{server} is not installed")
+    from toolbias.catalog.taskfile import with_task_file
+    from toolbias.study.runner import StudyConfig, build_study, run_study
+
+    spec = f"mcp-config:{SHIPPED / (server + '.json')}"
+    catalog = with_task_file(load_catalog(spec), SHIPPED / f"{server}.jsonl")
+    cfg = StudyConfig(model="oracle", catalog=spec, variants="representative", workers=1)
+    study = build_study(cfg, catalog=catalog, tasks=[t for t in catalog.tasks if t.id == task_id])
+    prog = run_study(study, str(tmp_path / "s.db"))
+    assert prog.total == len(study.codecs) >= 10
+    assert prog.infra_errors == 0
+    assert prog.successes == prog.total
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
+@pytest.mark.parametrize("row,words", [({"query": "q", "gold_calls": []}, "'id'"),
+                                       ({"id": 1, "query": "q", "gold_calls": [{"name": "nope"}]}, "no tool"),
+                                       ({"id": 1, "query": "q", "gold_calls": {}}, "must be a list")])
+def test_bad_task_rows_are_refused(tmp_path: Path, row: dict, words: str) -> None:
+    from toolbias.catalog.taskfile import read_task_file
+
+    catalog = load_catalog(f"mcp-config:{SHIPPED / 'time.json'}")
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(CatalogError) as err:
+        read_task_file(path, catalog)
+    assert words in str(err.value) and "t.jsonl:1" in str(err.value)

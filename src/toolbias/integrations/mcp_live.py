@@ -237,10 +237,14 @@ class McpEnvironment(EpisodeEnvironment):
         server.setdefault("env", {})
         server.update(_env_of(catalog, task.domain))
         self.workdir: str | None = None
-        if server.get("cwd"):
+        self.task = task
+        self.checks: list[str] | None = None
+        if server.get("cwd") or server.get("setup"):
             self.workdir = tempfile.mkdtemp(prefix="toolbias-mcp-")
-            shutil.copytree(server["cwd"], self.workdir, dirs_exist_ok=True, symlinks=True)
+            if server.get("cwd"):
+                shutil.copytree(server["cwd"], self.workdir, dirs_exist_ok=True, symlinks=True)
             server["cwd"] = self.workdir
+            _setup(server, self.workdir)
         self.server_name = task.domain
         self._server: _Server | None = None
         self._spec = server
@@ -280,10 +284,55 @@ class McpEnvironment(EpisodeEnvironment):
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
+    def check_results(self) -> list[str]:
+        """The results of the task's check calls in the server's present state."""
+        out = []
+        for c in self.task.meta.get("check_calls") or []:
+            r = self.execute(NativeAction(self.domain, c["name"], dict(c.get("arguments") or {})))
+            out.append(str(r.get("content") if r.get("ok") else "Error: " + str(r.get("error"))))
+        return out
+
     def check(self) -> dict[str, Any] | None:
-        """The episode ended: stop its server and remove its working copy (no verdict of its own)."""
-        self.close()
+        """The episode ended: run the task's check calls (if any), stop its server and remove its
+        working copy. No verdict here: :meth:`evaluate` compares with the gold's replay."""
+        try:
+            if self.task.meta.get("check_calls") and self.error is None:
+                self.checks = self.check_results()
+        finally:
+            self.close()
         return None
+
+    def evaluate(self, record: Any) -> dict[str, Any] | None:
+        """With check calls: success is the gold rule and the check calls' results equal after the
+        agent's calls and after the gold calls replayed on a fresh server."""
+        if not self.task.meta.get("check_calls") or self.checks is None:
+            return None
+        from ..study.success import succeeded
+
+        gold_env = McpEnvironment(self.catalog, self.task)
+        try:
+            for a in self.task.gold:
+                gold_env.execute(a)
+            expected = gold_env.check_results()
+        finally:
+            gold_env.close()
+        same = expected == self.checks and gold_env.error is None
+        matched = succeeded(list(record.executed), list(record.gold), record.accept, record.match)
+        return {"reward": 1.0 if (same and matched) else 0.0, "evaluator": "mcp", "calls_match": matched,
+                "checks_equal": same,
+                **({} if same else {"expected": expected[:3], "found": self.checks[:3]})}
+
+
+def _setup(server: Mapping[str, Any], workdir: str) -> None:
+    """The server's ``setup`` commands (a toolbias extension of the configuration: a list of argument
+    lists), run in the episode's fresh working directory before the server starts."""
+    import os
+    import subprocess
+
+    env = {**os.environ, **server.get("env", {})}
+    for argv in server.get("setup") or []:
+        subprocess.run([str(a) for a in argv], cwd=workdir, env=env, check=True, timeout=CALL_TIMEOUT_S,
+                       capture_output=True)
 
 
 def _env_of(catalog: Catalog, domain: str) -> dict[str, Any]:
@@ -301,7 +350,19 @@ def load_mcp_config(arg: str) -> Catalog:
     domains: list[Domain] = []
     for name, server in servers.items():
         where = f"{arg}: mcpServers.{name}"
-        entries = list_server_tools(name, server, where)
+        listing = dict(server)
+        workdir = None
+        if server.get("setup"):  # listed in a fresh working directory, as episodes run
+            workdir = tempfile.mkdtemp(prefix="toolbias-mcp-")
+            if server.get("cwd"):
+                shutil.copytree(server["cwd"], workdir, dirs_exist_ok=True, symlinks=True)
+            listing["cwd"] = workdir
+            _setup(listing, workdir)
+        try:
+            entries = list_server_tools(name, listing, where)
+        finally:
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
         if not entries:
             raise CatalogError(f"MCP server '{name}' lists no tools", where=where)
         tools: list[Tool] = [read_tool(e, name, f"{where} tool {i}") for i, e in enumerate(entries)]
