@@ -177,3 +177,22 @@ def test_bad_task_rows_are_refused(tmp_path: Path, row: dict, words: str) -> Non
     with pytest.raises(CatalogError) as err:
         read_task_file(path, catalog)
     assert words in str(err.value) and "t.jsonl:1" in str(err.value)
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
+def test_a_server_that_fails_mid_study_is_an_infrastructure_error(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from toolbias.catalog.model import NativeAction, Task
+    from toolbias.integrations.mcp_live import McpEnvironment
+    from toolbias.study.episode import Termination
+
+    catalog = load_catalog("mcp-config:" + _config(tmp_path, {"time": {"command": "mcp-server-time"}}))
+    env = McpEnvironment(catalog, Task(id="t", domain="time", query="q", gold=()))
+    env._spec["command"] = "no-such-mcp-server-xyz"  # the server is gone when the episode starts
+    out = env.execute(NativeAction("time", "get_current_time", {"timezone": "UTC"}))
+    assert not out["ok"] and "MCP server 'time' failed" in out["error"]
+    env.check()
+    rec = SimpleNamespace(termination=Termination.ANSWERED, infra_error=None)
+    assert env.evaluate(rec) is None
+    assert rec.termination is Termination.INFRA_ERROR and "MCP server 'time'" in rec.infra_error

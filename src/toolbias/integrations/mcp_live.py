@@ -304,7 +304,13 @@ class McpEnvironment(EpisodeEnvironment):
 
     def evaluate(self, record: Any) -> dict[str, Any] | None:
         """With check calls: success is the gold rule and the check calls' results equal after the
-        agent's calls and after the gold calls replayed on a fresh server."""
+        agent's calls and after the gold calls replayed on a fresh server. A server that failed makes
+        the episode an infrastructure error (the record's termination), not a model failure."""
+        if self.error is not None:
+            from ..study.episode import Termination
+
+            record.termination, record.infra_error = Termination.INFRA_ERROR, self.error
+            return None
         if not self.task.meta.get("check_calls") or self.checks is None:
             return None
         from ..study.success import succeeded
