@@ -29,6 +29,7 @@ CATALOG_KINDS: Registry[Loader] = Registry("catalog kind", {
     # BFCL multi-turn: needs bfcl-eval (extra "bfcl"), imported by the loader itself when first used
     "bfcl-multi": Plugin("toolbias.integrations.bfcl_multi:load_bfcl_multi", extra="bfcl"),
     "tau2": "toolbias.integrations.tau2:load_tau2_catalog",
+    "mcp-config": Plugin("toolbias.integrations.mcp_live:load_mcp_config", extra="mcp"),  # live MCP servers
 }, error=CatalogError)
 
 

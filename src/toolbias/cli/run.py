@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..catalog.phrasing import PHRASINGS
+from ..catalog.taskfile import task_file_catalog
 from ..errors import ToolbiasError
 from ..store import Store, export, merge_stores
 from ..study.defaults import (
@@ -109,13 +110,15 @@ def _calls(value: str | None) -> tuple[int, ...]:
 @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
               "[default: a scripted user that states the request and ends at the first answer]")
 @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
+@click.option("--task-file", type=click.Path(dir_okay=False, exists=True), help="the catalog's tasks from this JSONL "
+              "file ({id, query, gold_calls, domain?, check_calls?} a line) instead of its own")
 @extra_body_option()
 def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
             sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
             splits: str, seed: int, control: str, condition: str, match: str, protocol: str, store: str,
             study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
             temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
-            html: str | None, extra_body: str | None) -> None:
+            html: str | None, task_file: str | None, extra_body: str | None) -> None:
     """Run a study: a model on every chosen variant x task. Re-running resumes."""
     check_protocol(protocol)
     cfg, job = plan_study(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
@@ -132,7 +135,7 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
     if html:
         output_file(html, option="--html", inputs=[store, cache, catalog.partition(":")[2], splits])
     cfg = apply_extra_body(cfg, extra_body)
-    built = build_study(cfg)
+    built = build_study(cfg, catalog=task_file_catalog(cfg.catalog, task_file))
     cfg = built.config  # with the catalog's success rule resolved
     console = Console(stderr=True)
     if job is not None:

@@ -161,6 +161,7 @@ class Environment(EpisodeEnvironment):
 ENVIRONMENT_KINDS: Registry[type[EpisodeEnvironment]] = Registry("environment", {
     "bfcl-multi": Plugin("toolbias.integrations.bfcl_env:BfclMultiEnvironment", extra="bfcl"),
     "tau2": Plugin("toolbias.integrations.tau2:Tau2Environment", extra="tau2"),
+    "mcp": Plugin("toolbias.integrations.mcp_live:McpEnvironment", extra="mcp"),
 }, error=CatalogError)
 
 
