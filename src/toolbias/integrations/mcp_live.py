@@ -116,7 +116,7 @@ async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
 
             page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
             tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools)
-            cursor = page.next_cursor if hasattr(page, "next_cursor") else page.nextCursor
+            cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)  # SDK 2.x: next_cursor
             if not cursor:
                 return tools
 
