@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from toolbias.catalog.formats import FORMATS, from_openapi, read_tools, write_tools
 from toolbias.catalog.loaders import load_catalog
 from toolbias.catalog.model import Tool
@@ -162,16 +163,6 @@ def test_mcp_fields_round_trip() -> None:
         write_tools([tool], "yaml")
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from toolbias.cli import main
-
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -179,7 +170,7 @@ def test_cli_shape_format_round_trips(capsys: pytest.CaptureFixture[str], tmp_pa
     catalog = load_catalog("builtin")
     domain = catalog.domains[1].name
     out_file = tmp_path / f"shaped.{fmt}.json"
-    code, _, err = _cli(capsys, "shape", "--variant", "transaction", "--domain", domain, "--format", fmt,
+    code, _, err = run_cli(capsys, "shape", "--variant", "transaction", "--domain", domain, "--format", fmt,
                         "-o", str(out_file))
     assert code == 0, err
     expected = build_codec(catalog, resolve_variants("transaction")[0]).tools_for(domain)
@@ -201,7 +192,7 @@ def test_cli_shape_mcp_keeps_annotations_under_native(capsys: pytest.CaptureFixt
                                           "inputSchema": {"type": "object", "properties": {
                                               "tz": {"type": "string"}}, "required": ["tz"]},
                                           "annotations": {"readOnlyHint": True}}]}))
-    code, out, err = _cli(capsys, "shape", "--catalog", f"mcp:{src}", "--variant", "native", "--format", "mcp")
+    code, out, err = run_cli(capsys, "shape", "--catalog", f"mcp:{src}", "--variant", "native", "--format", "mcp")
     assert code == 0, err
     tool = json.loads(out)["tools"][0]
     assert tool["title"] == "Current time" and tool["annotations"] == {"readOnlyHint": True}
@@ -212,7 +203,7 @@ def test_cli_shape_of_every_domain_round_trips(capsys: pytest.CaptureFixture[str
     """Without --domain, shape writes {domain: tools}; tools: reads each key back as its domain."""
     catalog = load_catalog("builtin")
     out_file = tmp_path / f"all.{fmt}.json"
-    code, _, err = _cli(capsys, "shape", "--variant", "schema_discovery", "--format", fmt, "-o", str(out_file))
+    code, _, err = run_cli(capsys, "shape", "--variant", "schema_discovery", "--format", fmt, "-o", str(out_file))
     assert code == 0, err
     codec = build_codec(catalog, resolve_variants("schema_discovery")[0])
     back = load_catalog(f"tools:{out_file}")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.api_servers import FakeAPIServer, messages_answer, responses_answer
+from tests.support.cli import run_cli
 from toolbias.catalog.loaders import load_catalog
 from toolbias.errors import ProviderError
 from toolbias.providers import make_provider
@@ -215,29 +216,19 @@ def _gold_player(api: str) -> Any:
     return respond
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    from toolbias.cli import main
-
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai-responses"])
 def test_run_plays_a_study_through_each_api(capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str) -> None:
     store = tmp_path / "s.db"
     with FakeAPIServer(_gold_player("anthropic" if kind == "anthropic" else "responses")) as srv:
-        code, out, err = _cli(capsys, "run", "--model", f"{kind}:fake-model", "--base-url", srv.base_url,
+        code, out, err = run_cli(capsys, "run", "--model", f"{kind}:fake-model", "--base-url", srv.base_url,
                               "--variants", "native", "--tasks", "3", "--store", str(store),
                               "--extra-body", '{"chat_template_kwargs": {"enable_thinking": false}}')
         assert code == 0, err
         bodies = [b for _, b in srv.requests]
     assert bodies and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
-    code, _, err = _cli(capsys, "export", "--store", str(store), "-o", str(tmp_path / "e.jsonl"))
+    code, _, err = run_cli(capsys, "export", "--store", str(store), "-o", str(tmp_path / "e.jsonl"))
     assert code == 0, err
     rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(r["success"] for r in rows), rows[0]
@@ -247,6 +238,6 @@ def test_run_plays_a_study_through_each_api(capsys: pytest.CaptureFixture[str], 
     ("{bad", "not valid JSON"), ("[1]", "must be a JSON object"), ('{"a": 1}', "sends no request body")])
 def test_extra_body_refusals(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, needle: str) -> None:
     model = "oracle" if needle == "sends no request body" else "openai:m"
-    code, _, err = _cli(capsys, "run", "--model", model, "--variants", "native", "--tasks", "1",
+    code, _, err = run_cli(capsys, "run", "--model", model, "--variants", "native", "--tasks", "1",
                         "--store", str(tmp_path / "s.db"), "--extra-body", text)
     assert code != 0 and needle in err and "fix:" in err
