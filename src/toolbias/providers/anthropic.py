@@ -156,10 +156,8 @@ class AnthropicProvider(OpenAIProvider):
             if block.get("type") == "tool_use":
                 name = str(block.get("name") or "")
                 raw = block.get("input")
-                call = ToolCall.from_raw(str(block.get("id") or f"toolu_{i}"), name, raw if raw is not None else {})
-                if not name and call.parse_error is None:
-                    call = ToolCall(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
-                calls.append(call)
+                calls.append(ToolCall.from_wire(str(block.get("id") or f"toolu_{i}"), name,
+                                                raw if raw is not None else {}))
             elif block.get("type") == "text":
                 texts.append(str(block.get("text") or ""))
         usage = response["usage"] if isinstance(response.get("usage"), dict) else {}

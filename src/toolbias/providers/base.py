@@ -51,6 +51,14 @@ class ToolCall:
                 "parse_error": self.parse_error}
 
     @classmethod
+    def from_wire(cls, id: str, name: str, raw: Any) -> ToolCall:
+        """:meth:`from_raw` for a call a server sent: one without a function name is a parse error too."""
+        call = cls.from_raw(id, name, raw)
+        if not name and call.parse_error is None:
+            return cls(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
+        return call
+
+    @classmethod
     def from_raw(cls, id: str, name: str, raw: Any) -> ToolCall:
         """Parse raw arguments (a JSON string or object) without ever raising."""
         if isinstance(raw, dict):

@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 from ..base import wirejson
 from ..errors import ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
-from .textcalls import find_tool_calls
+from .textcalls import calls_in_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: sent to non-OpenAI servers when no key is configured (vLLM, llama.cpp and Ollama ignore it)
@@ -269,15 +269,11 @@ class OpenAIProvider(ModelAPI):
                 continue
             fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
             name = fn.get("name") or ""
-            call = ToolCall.from_raw(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments"))
-            if not name and call.parse_error is None:
-                call = ToolCall(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
-            calls.append(call)
+            calls.append(ToolCall.from_wire(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments")))
         recovered = False
-        if not calls and tools and tool_choice != "none" and isinstance(content, str) and content:
-            found = find_tool_calls(content)
-            if found.calls:
-                calls, content, recovered = found.calls, (found.remaining or None), True
+        found = None if calls else calls_in_text(content, tools, tool_choice)
+        if found is not None:
+            calls, content, recovered = found.calls, (found.remaining or None), True
         usage: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
         details: dict[str, Any] = usage["prompt_tokens_details"] if isinstance(usage.get("prompt_tokens_details"), dict) \
             else {}
@@ -353,6 +349,11 @@ class OpenAIProvider(ModelAPI):
         return {"model": self.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1,
                 "temperature": 0.0}
 
+    def probe_not_found(self, url: str, exc: Exception) -> ProviderError:
+        """What a 404 to the probe means for this API."""
+        return ProviderError(f"model '{self.model}' not served at {_redact(url)}: {exc}",
+                             fix="check the model name the server was started with")
+
     async def _probe(self, url: str) -> None:
         """A 1-token request, for servers without a usable /models."""
         try:
@@ -362,8 +363,7 @@ class OpenAIProvider(ModelAPI):
                 raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status}): {exc}",
                                     fix=f"set {self.KEY_ENV} (or --api-key) to a valid key") from None
             if exc.status == 404:
-                raise ProviderError(f"model '{self.model}' not served at {_redact(url)}: {exc}",
-                                    fix="check the model name the server was started with") from None
+                raise self.probe_not_found(url, exc) from None
             if not exc.retryable:
                 raise ProviderError(f"the server at {_redact(url)} refused a test request for '{self.model}' "
                                     f"(HTTP {exc.status}): {exc}") from None

@@ -26,7 +26,7 @@ from ..catalog.formats import read_tools, tool_entry
 from ..errors import CatalogError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelOutput, ToolCall, Usage
 from .openai import OpenAIProvider, _int, _redact
-from .textcalls import find_tool_calls
+from .textcalls import calls_in_text
 
 
 def convert_tools(tools: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
@@ -146,21 +146,17 @@ class OpenAIResponsesProvider(OpenAIProvider):
                 continue
             if item.get("type") == "function_call":
                 name = str(item.get("name") or "")
-                call = ToolCall.from_raw(str(item.get("call_id") or item.get("id") or f"call_{i}"), name,
-                                         item.get("arguments"))
-                if not name and call.parse_error is None:
-                    call = ToolCall(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
-                calls.append(call)
+                calls.append(ToolCall.from_wire(str(item.get("call_id") or item.get("id") or f"call_{i}"), name,
+                                                item.get("arguments")))
             elif item.get("type") == "message":
                 for part in item.get("content") or []:
                     if isinstance(part, dict) and part.get("type") in ("output_text", "text"):
                         texts.append(str(part.get("text") or ""))
         content = "".join(texts) or None
         recovered = False
-        if not calls and tools and tool_choice != "none" and content:
-            found = find_tool_calls(content)
-            if found.calls:
-                calls, content, recovered = list(found.calls), (found.remaining or None), True
+        found = None if calls else calls_in_text(content, tools, tool_choice)
+        if found is not None:
+            calls, content, recovered = list(found.calls), (found.remaining or None), True
         usage = response["usage"] if isinstance(response.get("usage"), dict) else {}
         details = usage["input_tokens_details"] if isinstance(usage.get("input_tokens_details"), dict) else {}
         return ModelOutput(content=content, tool_calls=tuple(calls),
@@ -169,28 +165,15 @@ class OpenAIResponsesProvider(OpenAIProvider):
                                        cached_prompt_tokens=_int(details.get("cached_tokens"))),
                            latency_s=latency, recovered=recovered)
 
-    async def _probe(self, url: str) -> None:
-        """A 16-token request (the API's least), for servers without a usable /models."""
-        from .openai import HTTPInfraError
+    PROBE_PATH = "/responses"
 
-        body = {"model": self.model, "input": "ping", "max_output_tokens": 16, "store": False}
-        try:
-            await self.post_json(url, "/responses", body)
-        except HTTPInfraError as exc:
-            if exc.status in (401, 403):
-                raise ProviderError(f"bad API key for the server at {_redact(url)} (HTTP {exc.status}): {exc}",
-                                    fix="set OPENAI_API_KEY (or --api-key) to a valid key") from None
-            if exc.status == 404:
-                raise ProviderError(f"no Responses API for '{self.model}' at {_redact(url)}: {exc}",
-                                    fix="check the model name, or use openai:<model> for a chat-completions "
-                                        "server") from None
-            if not exc.retryable:
-                raise ProviderError(f"the server at {_redact(url)} refused a test request for '{self.model}' "
-                                    f"(HTTP {exc.status}): {exc}") from None
-        except InfraError as exc:
-            if "connection failed" in str(exc):
-                raise ProviderError(f"server at {_redact(url)} unreachable: {exc}",
-                                    fix="start the server, or fix --base-url / OPENAI_BASE_URL") from None
+    def probe_body(self) -> dict[str, Any]:
+        """A 16-token request (the API's least)."""
+        return {"model": self.model, "input": "ping", "max_output_tokens": 16, "store": False}
+
+    def probe_not_found(self, url: str, exc: Exception) -> ProviderError:
+        return ProviderError(f"no Responses API for '{self.model}' at {_redact(url)}: {exc}",
+                             fix="check the model name, or use openai:<model> for a chat-completions server")
 
 
 __all__ = ["OpenAIResponsesProvider", "ToolListCache", "convert_tools", "input_items"]

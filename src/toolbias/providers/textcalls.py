@@ -63,6 +63,15 @@ def recover_tool_calls(text: str | None) -> tuple[list[ToolCall], str]:
     return found.calls, found.remaining
 
 
+def calls_in_text(content: str | None, tools: list[dict[str, Any]], tool_choice: str | None) -> Recovery | None:
+    """For a server's answer without structured calls: the calls its ``content`` writes as text
+    (a model served without a tool parser), when tools were offered and not turned off; else None."""
+    if not tools or tool_choice == "none" or not isinstance(content, str) or not content:
+        return None
+    found = find_tool_calls(content)
+    return found if found.calls else None
+
+
 def find_tool_calls(text: str | None, *, id_prefix: str = "call_") -> Recovery:
     """Like :func:`recover_tool_calls`, also saying which format each call used."""
     if not isinstance(text, str) or not text:
