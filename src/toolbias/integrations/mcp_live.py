@@ -91,23 +91,29 @@ def _run(coro: Any, timeout: float) -> Any:
     return box["value"]
 
 
+async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
+    """An MCP client session (not yet initialised) to ``server``, over streamable HTTP by its
+    ``url``, else over stdio to its command; closed with ``stack``."""
+    from mcp import ClientSession, StdioServerParameters
+
+    if server.get("url"):
+        from mcp.client.streamable_http import streamable_http_client
+
+        streams = await stack.enter_async_context(streamable_http_client(server["url"]))
+    else:
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(command=server["command"], args=server["args"],
+                                       env=server["env"] or None, cwd=server.get("cwd"))
+        streams = await stack.enter_async_context(stdio_client(params))
+    return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+
+
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
     from contextlib import AsyncExitStack
 
-    from mcp import ClientSession, StdioServerParameters
-
     async with AsyncExitStack() as stack:
-        if server.get("url"):
-            from mcp.client.streamable_http import streamable_http_client
-
-            streams = await stack.enter_async_context(streamable_http_client(server["url"]))
-        else:
-            from mcp.client.stdio import stdio_client
-
-            params = StdioServerParameters(command=server["command"], args=server["args"],
-                                           env=server["env"] or None, cwd=server.get("cwd"))
-            streams = await stack.enter_async_context(stdio_client(params))
-        session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+        session = await _open_session(stack, server)
         await session.initialize()
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
@@ -167,22 +173,9 @@ class _Server:
     async def _serve(self) -> None:
         from contextlib import AsyncExitStack
 
-        from mcp import ClientSession, StdioServerParameters
-
         try:
             async with AsyncExitStack() as stack:
-                server = self.server
-                if server.get("url"):
-                    from mcp.client.streamable_http import streamable_http_client
-
-                    streams = await stack.enter_async_context(streamable_http_client(server["url"]))
-                else:
-                    from mcp.client.stdio import stdio_client
-
-                    params = StdioServerParameters(command=server["command"], args=server["args"],
-                                                   env=server["env"] or None, cwd=server.get("cwd"))
-                    streams = await stack.enter_async_context(stdio_client(params))
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                session = await _open_session(stack, self.server)
                 await asyncio.wait_for(session.initialize(), START_TIMEOUT_S)
                 self.up.set()
                 while True:
