@@ -124,3 +124,14 @@ def test_a_fresh_output_path_is_still_written(store: Path, tmp_path: Path) -> No
     assert html.read_text().startswith("<!doctype html>") and csv.stat().st_size > 0
     main(["report", "--store", str(store), "--html", str(html), "--resamples", "200"])  # rewriting its own output
     assert html.read_text().startswith("<!doctype html>")
+
+
+def test_shape_output_is_checked_before_the_variant_is_built(store: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    before = store.read_bytes()
+    _refused(["shape", "--variant", "native", "-o", str(store)], capsys, "--output", "store")
+    assert store.read_bytes() == before
+    _refused(["shape", "--variant", "native", "-o", str(tmp_path / "missing" / "tools.json")], capsys,
+             "does not exist")
+    main(["shape", "--variant", "native", "--format", "anthropic", "-o", str(tmp_path / "tools.json")])
+    assert json.loads((tmp_path / "tools.json").read_text())

@@ -18,6 +18,7 @@ from ..catalog.loaders import load_catalog
 from ..catalog.model import Catalog
 from ..errors import ToolbiasError, VariantError
 from ..variants import VariantSpec, build_codec, resolve_variants
+from .outputs import output_file
 
 CATALOG_HELP = "catalog spec: builtin, toolschemaspace:DIR, bfcl:DIR, tools:FILE, mcp:FILE"
 
@@ -125,6 +126,8 @@ def shape_cmd(catalog_spec: str, variant: str | None, spec_file: str | None, dom
     --format writes it as OpenAI Responses, Anthropic or Gemini tools, or an MCP tools/list result."""
     if bool(variant) == bool(spec_file):
         raise VariantError("give exactly one of --variant NAME or --spec FILE", where="toolbias shape")
+    if output:  # checked before any work: never over a folder, a missing folder, a store or an input
+        output_file(output, option="--output", inputs=(spec_file,))
     catalog = load_catalog(catalog_spec)
     specs = _specs(catalog, variant, (spec_file,) if spec_file else ())
     if len(specs) != 1:
