@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -33,7 +33,7 @@ from tests.support.operators import TSS, toolschemaspace_catalog
 from tests.support.reference_artifact import ARTIFACT, SCHEMAS, artifact_module, needs_artifact
 from toolbias import Call, Catalog, build_codec
 from toolbias.errors import VariantError
-from toolbias.operators import Forward, Reject, Reply
+from toolbias.operators import Flag, Forward, Reject, Reply
 from toolbias.variants import get_variant, paper_rendering, paper_renderings, registry, resolve_variants
 from toolbias.variants.codec import Codec, Outcome
 from toolbias.variants.paper import PAPER_VARIANTS
@@ -176,8 +176,7 @@ class Reference:
     """One rendering as the artifact's own code builds and runs it: per domain its OpenAI tools, a
     fresh hard-control environment, and (where the artifact has one) its oracle encoder."""
 
-    def __init__(self, name: str) -> None:
-        step = dict(get_variant(name).steps[0])
+    def __init__(self, step: Mapping[str, Any]) -> None:
         self.build = step["build"]
         self.native = _native_openai()
         if self.build in ("ladder", "ops"):
@@ -225,7 +224,7 @@ class Reference:
 
 @cache
 def _reference(name: str) -> Reference:
-    return Reference(name)
+    return Reference(get_variant(name).steps[0])
 
 
 ALL = list(PAPER_VARIANTS)
@@ -236,6 +235,30 @@ def test_rendering_equals_what_the_artifacts_code_builds(catalog: Catalog, name:
     ref, codec = _reference(name), _codec(name)
     for d in catalog.domains:
         assert _same(codec.schema(d.name), ref.tools(d.name)), (name, d.name)
+
+
+def _spec_files() -> list[str]:
+    folder = TSS / "specs"
+    if not folder.is_dir():
+        pytest.skip(f"the artifact's spec files are absent ({folder})")
+    return sorted(p.name for p in folder.glob("*.json") if "assignments" not in p.name)
+
+
+def test_every_spec_file_builds_as_the_artifact_builds_it(catalog: Catalog) -> None:
+    """``--variants FILE`` on any of the artifact's spec files (its ``to`` names, its shuffle rule,
+    its partial ladders) gives the tool list the artifact's code gives for that file."""
+    files = _spec_files()
+    assert {"s_obf.json", "s_shuffle.json", "curryind.json", "pred4.json", "mgs8.json"} <= set(files)
+    for name in files:
+        [spec] = resolve_variants(str(TSS / "specs" / name))
+        codec = build_codec(catalog, spec)
+        ref = Reference({"build": spec.steps[0]["build"], "file": name})
+        for d in catalog.domains:
+            assert _same(codec.schema(d.name), ref.tools(d.name)), (name, d.name)
+    obf = build_codec(catalog, resolve_variants(str(TSS / "specs" / "s_obf.json"))[0])
+    to = {(o["group"], o["tool"]): o["to"] for o in json.loads((TSS / "specs" / "s_obf.json").read_text())["ops"]}
+    assert [t.name for t in obf.tools_for("car_cabin")] == [to[("car_cabin", t.name)]
+                                                             for t in catalog.domain("car_cabin").tools]
 
 
 def _sample_tasks(catalog: Catalog, per_domain: int = 2) -> list[Any]:
@@ -301,6 +324,12 @@ def _sequences(codec: Codec, tasks: Sequence[Any], seed: int = 7) -> Iterator[tu
                 yield task.domain, calls[:i] + [m] + calls[i + 1:]
 
 
+def _named_flag(flag: Flag) -> tuple[str, str]:
+    """A flag as the artifact records it: (its name, its detail)."""
+    name, _, detail = flag.detail.partition(": ")
+    return name, detail
+
+
 def _ours(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
     """The paper layer's own decision per call: ("exec", native action), ("reply", payload) or
     ("reject", error object); then the flags, as the artifact names them."""
@@ -315,7 +344,7 @@ def _ours(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[tuple[
             out.append(("reject", {"error": f"Unknown function `{c.name}`. Use only the provided tools."}))
             continue
         step = layer.decode(c, tool, state)
-        flags.extend(tuple(f.detail.split(": ", 1)) for f in step.flags)  # type: ignore[misc]
+        flags.extend(_named_flag(f) for f in step.flags)
         if isinstance(step, Forward):
             for inner in step.calls:
                 dom, _, op = inner.name.partition("::")
@@ -325,7 +354,7 @@ def _ours(codec: Codec, domain: str, calls: Sequence[Call]) -> tuple[list[tuple[
         else:
             assert isinstance(step, Reject)
             out.append(("reject", dict(step.reply or {})))
-    flags.extend(tuple(f.detail.split(": ", 1)) for f in layer.finish(state))  # type: ignore[misc]
+    flags.extend(_named_flag(f) for f in layer.finish(state))
     return out, flags
 
 

@@ -43,6 +43,9 @@ from ._shapes import (
     values_of,
 )
 
+#: the op kinds of the artifact's ``{"ops": [...]}`` spec files
+OP_KINDS = ("merge", "split_enum", "split_predicate", "arg_lower", "indirect", "curry", "rename", "strip_desc",
+            "shuffle_params")
 #: the ladder's length and its native index (the artifact's K = 10)
 LADDER_K = 10
 NATIVE_K = LADDER_K // 2
@@ -192,6 +195,8 @@ def _plans(domain: str, tools: Sequence[Shape], ops: Sequence[Mapping[str, Any]]
             continue
         kind = o.get("op")
         here = f"{where}, op {i + 1} ({kind})"
+        if kind not in OP_KINDS:
+            raise VariantError(f"unknown artifact op '{kind}'", where=here, fix=f"use one of: {', '.join(OP_KINDS)}")
         if kind == "merge":
             members = [n for n in o.get("tools", []) if n in by_name]
             encoding = str(o.get("encoding", "flat"))
@@ -232,12 +237,8 @@ def _plans(domain: str, tools: Sequence[Shape], ops: Sequence[Mapping[str, Any]]
             plan.rename = str(o["to"])
         elif kind == "strip_desc":
             plan.strip = True
-        elif kind == "shuffle_params":
+        else:  # shuffle_params
             plan.shuffle = int(o.get("seed", 0))
-        else:
-            raise VariantError(f"unknown artifact op '{kind}'", where=here,
-                               fix="use merge, split_enum, split_predicate, arg_lower, indirect, curry, rename, "
-                                   "strip_desc or shuffle_params")
     merged = {n for members, _ in merges.values() for n in members}
     for n in merged:
         if plans[n].touched():
@@ -408,5 +409,5 @@ def class_groups(tools: Sequence[tuple[str, Shape]], groups: Sequence[Mapping[st
     return out
 
 
-__all__ = ["HIERARCHY_ARMS", "LADDER_K", "NATIVE_K", "Recipe", "Route", "Surface", "class_groups", "compile_ops",
+__all__ = ["HIERARCHY_ARMS", "LADDER_K", "OP_KINDS", "NATIVE_K", "Recipe", "Route", "Surface", "class_groups", "compile_ops",
            "hierarchy", "ladder", "ladder_level", "native_shape"]
