@@ -202,12 +202,12 @@ class Reference:
             return [{"type": "function", "function": t} for t in self.hier.tools]
         return list(artifact_module("class_grouping").openai_tools(self.groups))
 
-    def env(self, domain: str) -> Any:
+    def env(self, domain: str, control: str = "hard") -> Any:
         if self.build in ("ladder", "ops"):
-            return artifact_module("simenv").SimEnv(self.per_domain[domain][1], control="hard")
+            return artifact_module("simenv").SimEnv(self.per_domain[domain][1], control=control)
         if self.build == "hierarchy":
-            return artifact_module("hierarchy").HierEnv(self.hier, control="hard")
-        return artifact_module("class_grouping").QualifyingEnv(self.groups, control="hard")
+            return artifact_module("hierarchy").HierEnv(self.hier, control=control)
+        return artifact_module("class_grouping").QualifyingEnv(self.groups, control=control)
 
     def encode(self, domain: str, gold: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]] | None:
         if self.build == "ops":
@@ -373,6 +373,58 @@ def _theirs(ref: Reference, domain: str, calls: Sequence[Call]) -> tuple[list[tu
         else:
             out.append(("reply", result))
     return out, [(str(k), str(v)) for k, v in env.finish()]
+
+
+def _our_answers(codec: Codec, domain: str, calls: Sequence[Call], control: str) -> list[Any]:
+    """Every call as the paper layer's ``answer`` gives it (a name the variant lacks as the artifact
+    treats it), then the dangling transactions: what the model reads, what ran, what was refused."""
+    layer = codec.layers[-1]
+    state = layer.new_state()
+    out: list[Any] = []
+    catalog_scope = layer.tools[0].domain == "*"
+    for c in calls:
+        got = layer.answer(domain, c.name, c.arguments, state, loose=control == "loose")
+        if got is None:  # not a tool of the variant
+            if control == "hard":
+                out.append((True, {"error": f"Unknown function `{c.name}`. Use only the provided tools."}, []))
+            else:
+                out.append((False, {"status": "ok"}, [("" if catalog_scope else domain, c.name, dict(c.arguments))]))
+            continue
+        out.append((got.rejected, got.payload, [tuple(a) for a in got.actions]))
+        out.extend(("flag", f) for f in got.flags)
+    return out + [("flag", f) for f in state.dangling()]
+
+
+def _their_answers(ref: Reference, domain: str, calls: Sequence[Call], control: str) -> list[Any]:
+    env = ref.env(domain, control)
+    out: list[Any] = []
+    flags_seen = 0
+    decoder = getattr(env, "dec", None) or getattr(getattr(env, "env", None), "dec", None)
+    for c in calls:
+        executed, rejected = len(env.native_actions), env.n_rejected
+        payload = json.loads(env.call(c.name, json.loads(json.dumps(dict(c.arguments)))))
+        actions = []
+        for name, args in env.native_actions[executed:]:
+            if ref.qualified():
+                dom, _, op = name.rpartition(".") if "." in name else ("", "", name)
+            else:
+                dom, op = domain, name
+            actions.append((dom, op, dict(args)))
+        out.append((env.n_rejected > rejected, payload, actions))
+        if decoder is not None:
+            out.extend(("flag", tuple(f)) for f in decoder.flags[flags_seen:])
+            flags_seen = len(decoder.flags)
+    return out + [("flag", tuple(f)) for f in env.finish()[flags_seen:]]
+
+
+@pytest.mark.parametrize("control", ["hard", "loose"])
+@pytest.mark.parametrize("name", ALL)
+def test_answers_equal_the_artifacts_environment(catalog: Catalog, name: str, control: str) -> None:
+    """The artifact's answer to every call, text object and all, under both of its controls."""
+    ref, codec = _reference(name), _codec(name)
+    for domain, calls in _sequences(codec, _sample_tasks(catalog, 1), seed=11):
+        ours, theirs = _our_answers(codec, domain, calls, control), _their_answers(ref, domain, calls, control)
+        assert ours == theirs, (name, control, domain, [(c.name, dict(c.arguments)) for c in calls])
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -16,7 +16,12 @@ One step builds one of the artifact's constructions (see :mod:`._build`) on the 
 tools) or ``keep`` (default for the whole-catalog arms, as their runners send them) the
 ``optional: true`` markers of flat dispatcher arguments.
 
-Decoding is the artifact's under hard control (its ``SimEnv`` / ``HierEnv``): a dispatcher call
+:meth:`PaperSurface.answer` is the artifact's own answer to a call (``SimEnv.call``, or
+``HierEnv.call`` for the hierarchy arms) under hard or loose control: the JSON object the model
+reads, the native actions run, whether it counts as a rejection, the flags by the artifact's
+names (:mod:`._answers`); a paper-protocol environment plays episodes with it.
+
+Decoding (``decode``, the codec's path) is that answer under hard control: a dispatcher call
 whose operation or arguments do not belong together, and a call outside a split tool's interval,
 are rejected with the artifact's error text; resolvers answer from their fixed table (exact,
 then close matches, else candidates); transactions open, set, commit and roll back as there;
@@ -27,8 +32,7 @@ in their detail (``"dangling_txn: txn_1:set_window"``).
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ from ...base.jsonfile import read_json
 from ...catalog.model import Catalog, Tool
 from ...errors import VariantError
 from ..base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, RejectionKind, Reply, Step
+from ._answers import TXN_PREFIX, Answer, Transactions, answer
 from ._build import (
     HIERARCHY_ARMS,
     Recipe,
@@ -50,30 +55,11 @@ from ._build import (
 from ._shapes import handle, in_interval, suffix_token, without_markers
 
 BUILDS = ("ladder", "ops", "hierarchy", "groups")
-#: the reply to ``begin_<f>``
-BEGIN_STATUS = "transaction open; set arguments then commit"
-SET_HINT = "begin a transaction first and use its txn_id"
-TXN_PREFIX = "txn_"
-
-
-def _flag(kind: FlagKind, name: str, detail: str) -> Flag:
-    return Flag(kind, f"{name}: {detail}")
-
-
-def _error(kind: RejectionKind, message: str, flags: tuple[Flag, ...] = (), **extra: Any) -> Reject:
-    return Reject(kind, message, flags, {"error": message, **extra})
-
-
-def _hashable(value: Any) -> bool:
-    return isinstance(value, Hashable)
-
-
-class _Session:
-    """One episode's transactions (the artifact numbers them ``txn_1``, ``txn_2`` ... per episode)."""
-
-    def __init__(self) -> None:
-        self.opened = 0
-        self.txns: dict[str, dict[str, Any]] = {}
+#: the artifact's flags that toolbias's flag kinds name (the rest arise under loose control only)
+FLAG_KINDS = {"set_unknown_txn": FlagKind.UNKNOWN_HANDLE, "commit_unknown_txn": FlagKind.UNKNOWN_HANDLE,
+              "set_after_commit": FlagKind.WRITE_AFTER_COMMIT, "double_commit": FlagKind.DOUBLE_COMMIT,
+              "commit_missing_required": FlagKind.COMMIT_MISSING_WRITES, "dangling_txn": FlagKind.UNCOMMITTED_HANDLE,
+              "bad_handle": FlagKind.BAD_REFERENCE}
 
 
 class PaperSurface(Layer):
@@ -130,7 +116,7 @@ class PaperSurface(Layer):
             raise VariantError(f"unknown markers '{markers}'", where=where, fix="use drop or keep")
         self._routes: dict[tuple[str, str], Route] = {}
         self._recipes: dict[str, Recipe] = {}
-        self._disclose = build == "hierarchy" and params.get("arm") == "disclose"
+        self._hierarchy = build == "hierarchy"
         tools = []
         for domain, surface in surfaces:
             for s, route in surface.tools:
@@ -216,194 +202,36 @@ class PaperSurface(Layer):
 
     # -- decoding (the artifact's hard control) -------------------------------------------------
     def new_state(self) -> Any:
-        return _Session()
+        return Transactions()
+
+    def answer(self, domain: str, name: str, arguments: Mapping[str, Any], state: Transactions, *,
+               loose: bool = False) -> Answer | None:
+        """The artifact's own answer to ``name(arguments)`` in ``domain`` (its ``SimEnv`` or, for the
+        hierarchy arms, ``HierEnv``), under hard or ``loose`` control: the JSON object the model
+        reads, the native actions executed, whether it is a rejection, the flags. None: the
+        variant has no such tool (the artifact rejects it under hard control and executes it as
+        a native action under loose)."""
+        route = self._routes.get((domain, name)) or self._routes.get((ALL_DOMAINS, name))
+        if route is None:
+            return None
+        return answer(route, name, arguments, state, loose=loose, hierarchy=self._hierarchy)
 
     def decode(self, call: Call, tool: Tool, state: Any) -> Step:
         route = self._routes[(tool.domain, tool.name)]
-        args = dict(call.arguments)
-        kind = route.kind
-        if kind == "named":
-            return self._named(call.name, route, args)
-        if kind == "execute":
-            return self._execute(tool.name, route, args)
-        if kind == "resolver":
-            return Reply(_resolve(route, args))
-        if kind in ("begin", "set", "commit"):
-            return self._transaction(call.name, route, args, state)
-        return self._discovery(route, args)
-
-    def _target(self, route: Route, op: str, domain: str | None = None) -> str:
-        return f"{domain or route.domain}::{op}"
-
-    def _named(self, name: str, route: Route, args: dict[str, Any]) -> Step:
-        for p, lo, hi in route.preds:
-            if not in_interval(args.get(p), lo, hi):
-                low = "-inf" if lo is None else lo
-                high = "inf" if hi is None else hi
-                return _error(RejectionKind.INVALID_ARGUMENTS,
-                              f"`{name}` only handles {p} in [{low}, {high}); got {args.get(p)!r}. "
-                              "Call the right variant.")
-        flags: list[Flag] = []
-        native = dict(route.fixed)
-        native.update(_unpack(route, args, flags))
-        return Forward((Call(self._target(route, route.op), native),), flags=tuple(flags))
-
-    def _execute(self, name: str, route: Route, args: dict[str, Any]) -> Step:
-        problem = merged_problem(route, args)
-        if problem is not None:
-            return _error(RejectionKind.INVALID_ARGUMENTS, problem)
-        op, native = merged_call(route, args)
-        domain = route.owners.get(op) if route.owners else None
-        return Forward((Call(self._target(route, str(op), domain), native),), route=name,
-                       classes=(domain or route.domain,))
-
-    def _transaction(self, name: str, route: Route, args: dict[str, Any], state: _Session) -> Step:
-        if route.kind == "begin":
-            state.opened += 1
-            opened = f"{TXN_PREFIX}{state.opened}"
-            state.txns[opened] = {"op": route.op, "args": {}, "done": False}
-            return Reply({"txn_id": opened, "status": BEGIN_STATUS})
-        tid: Any = args.pop("txn_id", None) if route.kind == "set" else args.get("txn_id")
-        if route.kind == "set":
-            txn = state.txns.get(tid) if _hashable(tid) else None
-            if txn is None or txn["op"] != route.op:
-                detail = f"{name}({tid})"
-                return _error(RejectionKind.PROTOCOL, detail, (_flag(FlagKind.UNKNOWN_HANDLE, "set_unknown_txn", detail),),
-                              hint=SET_HINT)
-            if txn["done"]:
-                detail = f"{name}({tid})"
-                return _error(RejectionKind.PROTOCOL, detail,
-                              (_flag(FlagKind.WRITE_AFTER_COMMIT, "set_after_commit", detail),), hint=SET_HINT)
-            flags: list[Flag] = []
-            txn["args"].update(_resolved(route, args, flags))
-            if flags:  # an unknown handle: stored as unresolved, and the call is refused
-                return _error(RejectionKind.PROTOCOL, flags[-1].detail.partition(": ")[2], tuple(flags), hint=SET_HINT)
-            return Reply({"status": "set"})
-        txn = state.txns.get(tid) if _hashable(tid) else None
-        if txn is None or txn["op"] != route.op:
-            detail = f"{name}({tid})"
-            return _error(RejectionKind.PROTOCOL, detail, (_flag(FlagKind.UNKNOWN_HANDLE, "commit_unknown_txn", detail),))
-        if txn["done"]:
-            detail = f"{name}({tid})"
-            return _error(RejectionKind.PROTOCOL, detail, (_flag(FlagKind.DOUBLE_COMMIT, "double_commit", detail),))
-        missing = [r for r in route.required if r not in txn["args"]]
-        if missing:  # hard control rolls the commit back
-            flag = _flag(FlagKind.COMMIT_MISSING_WRITES, "commit_missing_required", f"{tid}:{missing}")
-            return _error(RejectionKind.PROTOCOL, f"cannot commit: missing required arguments {missing}", (flag,))
-        txn["done"] = True
-        return Forward((Call(self._target(route, route.op), dict(txn["args"])),))
-
-    def _discovery(self, route: Route, args: dict[str, Any]) -> Step:
-        cls: Any = args.get("class")
-        known = route.classes.get(cls) if _hashable(cls) else None
-        if known is None:
-            return _error(RejectionKind.PROTOCOL, f"unknown class {cls!r}; classes: {sorted(route.classes)}")
-        if route.kind == "list":
-            return Reply({"class": cls, "methods": known})
-        method = args.get("method")
-        if method not in known:
-            return _error(RejectionKind.PROTOCOL, f"class `{cls}` has no method {method!r}; call list_methods first. "
-                                                  f"Methods: {known}")
-        arguments = args.get("arguments")
-        return Forward((Call(f"{cls}::{method}", dict(arguments) if isinstance(arguments, dict) else {}),),
-                       route="invoke", classes=(str(cls),))
+        got = answer(route, call.name, call.arguments, state, loose=False, hierarchy=self._hierarchy)
+        flags = tuple(Flag(FLAG_KINDS[n], f"{n}: {d}") for n, d in got.flags if n in FLAG_KINDS)
+        if got.rejected:
+            kind = RejectionKind.INVALID_ARGUMENTS if route.kind in ("named", "execute") else RejectionKind.PROTOCOL
+            return Reject(kind, str(got.payload.get("error")), flags, got.payload)
+        if got.actions:
+            return Forward(tuple(Call(f"{a.domain}::{a.tool}", a.arguments) for a in got.actions),
+                           route=tool.name if route.kind in ("execute", "invoke") else None,
+                           classes=tuple(a.domain for a in got.actions) if route.kind in ("execute", "invoke") else (),
+                           flags=flags)
+        return Reply(got.payload, flags)
 
     def finish(self, state: Any) -> list[Flag]:
-        return [_flag(FlagKind.UNCOMMITTED_HANDLE, "dangling_txn", f"{tid}:{t['op']}")
-                for tid, t in state.txns.items() if not t["done"]]
+        return [Flag(FlagKind.UNCOMMITTED_HANDLE, f"{n}: {d}") for n, d in state.dangling()]
 
 
-# -- the artifact's decoding rules (pure functions of a route and arguments) ------------------
-
-def _resolved(route: Route, args: Mapping[str, Any], flags: list[Flag]) -> dict[str, Any]:
-    """Handles swapped for their values; an unknown handle stays as ``<UNRESOLVED:...>``, flagged."""
-    out: dict[str, Any] = {}
-    for k, v in args.items():
-        ref = route.refs.get(k)
-        if ref is None:
-            out[k] = v
-            continue
-        param, table = ref
-        if _hashable(v) and v in table:
-            out[param] = table[v]
-        else:
-            flags.append(_flag(FlagKind.BAD_REFERENCE, "bad_handle", f"{k}={v!r}"))
-            out[param] = f"<UNRESOLVED:{v}>"
-    return out
-
-
-def _unpack(route: Route, args: Mapping[str, Any], flags: list[Flag]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in _resolved(route, args, flags).items():
-        if k in route.pack and isinstance(v, dict):
-            out.update(v)
-        else:
-            out[k] = v
-    return out
-
-
-def _present(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) > 0
-
-
-def merged_problem(route: Route, args: Mapping[str, Any]) -> str | None:
-    """The artifact's hard-control check of a dispatcher call (None: accepted)."""
-    ops = route.ops
-    if route.encoding == "union":
-        present = [k for k, v in args.items() if _present(v)]
-        extra = [k for k, v in args.items() if k not in ops and v not in ("", None, {})]
-        if extra:
-            return f"unknown union keys {extra}"
-        if not present:
-            return "expected exactly one operation object; got none"
-        if len(present) > 1:
-            return f"expected exactly one operation object; got {present}"
-        unknown = [k for k in args[present[0]] if k not in route.op_params.get(present[0], [])]
-        return f"arguments {unknown} do not belong to `{present[0]}`" if unknown else None
-    op = args.get("operation")
-    if not _hashable(op) or op not in ops:
-        return f"operation must be one of {ops}"
-    if route.encoding == "nested":
-        payload = args.get("arguments")
-        if not isinstance(payload, dict):
-            return "`arguments` must be an object"
-        unknown = [k for k in payload if k not in route.op_params.get(op, [])]
-        if unknown:
-            return f"arguments {unknown} do not belong to `{op}`"
-        extra = [k for k in args if k not in ("operation", "arguments")]
-        if extra:
-            return f"unexpected top-level keys {extra}"
-    return None
-
-
-def merged_call(route: Route, args: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The native operation and arguments a dispatcher call stands for."""
-    if route.encoding == "nested":
-        payload = args.get("arguments")
-        return args.get("operation"), dict(payload) if isinstance(payload, dict) else {}
-    if route.encoding == "union":
-        present = [k for k, v in args.items() if _present(v)]
-        return (present[0], dict(args[present[0]])) if len(present) == 1 else (None, {})
-    native = {}
-    for k, v in args.items():
-        if k != "operation" and v not in ("", None):
-            native[k.split("::", 1)[1] if "::" in k else k] = v
-    return args.get("operation"), native
-
-
-def _resolve(route: Route, args: Mapping[str, Any]) -> dict[str, Any]:
-    """A resolver's answer: the handle of the value the query names (case-insensitive), else of
-    its one close match (or a close match of ratio 0.85 or more), else up to three candidates."""
-    query = str(args.get("query", "")).strip().lower()
-    by_value = {str(v).lower(): h for h, v in route.table.items()}
-    if query in by_value:
-        return {"handle": by_value[query]}
-    close = difflib.get_close_matches(query, list(by_value), n=3, cutoff=0.6)
-    if close and (len(close) == 1 or difflib.SequenceMatcher(None, query, close[0]).ratio() >= 0.85):
-        return {"handle": by_value[close[0]], "matched": route.table[by_value[close[0]]]}
-    if close:
-        return {"error": "ambiguous or no exact match", "candidates": [route.table[by_value[c]] for c in close]}
-    return {"error": f"no {route.param} matching {str(args.get('query', '')).strip()!r}"}
-
-
-__all__ = ["BUILDS", "PaperSurface", "merged_call", "merged_problem"]
+__all__ = ["BUILDS", "FLAG_KINDS", "PaperSurface"]
