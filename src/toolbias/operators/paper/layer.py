@@ -136,8 +136,8 @@ class PaperSurface(Layer):
     def prepare(cls, params: Mapping[str, Any], catalog: Catalog) -> dict[str, Any]:
         """Read a ``file`` from the catalog's ``specs/`` folder into ``ops`` / ``groups``."""
         out = dict(params)
-        name = out.pop("file", None)
-        if name is None:
+        name = out.get("file")
+        if name is None or isinstance(out.get("ops" if out.get("build") != "groups" else "groups"), list):
             return out
         folder = catalog.meta.get("specs_dir")
         if not folder:
@@ -152,6 +152,10 @@ class PaperSurface(Layer):
                                fix=f"name a spec file with '{key}'")
         out[key] = data[key]
         return out
+
+    def describe(self) -> str:
+        what = self.params.get("file") or self.params.get("arm") or self.params.get("k")
+        return f"paper({self.params.get('build')}{'' if what is None else f', {what}'})"
 
     # -- encoding (the artifact's oracle) ---------------------------------------------------
     def new_encode_state(self) -> Any:
