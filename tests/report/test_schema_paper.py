@@ -99,3 +99,18 @@ def test_html_escapes_the_model_name():
     cells = [CellStats("<b>m</b>", "native", "strict", "base", 1, 1, 1.0, 1.0, 1.0)]
     page = render_html(place_model(_report(cells, []), "<b>m</b>"))
     assert "<b>m</b>" not in page and "&lt;b&gt;m&lt;/b&gt;" in page
+
+
+def test_reproduce_schema_tables_sets_your_rows_beside_tables_6_to_10(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--protocol", "toolbias",
+                             "--sample", "6", "--tables", "--store", str(tmp_path / "t.db"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    yours = data["tables"]["yours"]
+    assert [r["flat"] for r in yours["table6"]] == [1.0] and yours["table6"][0]["union"] == 1.0
+    assert sorted(r["target"] for r in yours["table7"]) == [0.3, 0.5]
+    assert yours["table8"][0]["random_realizations"] == 5 and yours["table8"][0]["anti_class"] == 1.0
+    # Table 10: compliance from the probes, exact from the task runs, for all four of its variants
+    assert set(yours["table10"]) == {"transaction", "schema discovery", "opaque names", "fully merged"}
+    assert all(c["compliance"] == 1.0 and c["exact"] == 1.0 for c in yours["table10"].values())
+    assert len(data["tables"]["table10"]["rows"]) == 6  # the paper's six models beside yours

@@ -24,6 +24,11 @@ from .grid import ReportData
 
 #: the figures whose rows are variants (``--appendix`` adds Figure 4)
 FIGURES = ("figure2", "figure4")
+#: the published tables a run can be set beside (``--tables``), by their key in the report's paper tables
+PAPER_TABLES = {"table6": "merge_encodings", "table7": "convention_mixture", "table8": "class_controls"}
+#: Table 10's columns -> the registered variants whose compliance probes fill them
+TABLE10_VARIANTS = {"transaction": "transaction", "schema discovery": "schema_discovery",
+                    "opaque names": "opaque_names", "fully merged": "fully_merged"}
 
 
 @functools.cache
@@ -53,6 +58,16 @@ def paper_variants(*, appendix: bool = False) -> list[str]:
     labels = list(pub["figure2"]["variants"]) + (list(pub["figure4"]["variants"]) if appendix else [])
     names = [variant_of_label(label) for label in labels]
     return list(dict.fromkeys(n for n in names if n is not None))
+
+
+def table_arms() -> list[str]:
+    """The registered variants of the arms of Tables 6, 7 and 8 (each arm's first registered name)."""
+    from ..variants.named import REGISTRY
+    from .paper_tables import CLASS_CONTROLS, CONVENTION_TARGETS, MERGE_ENCODINGS
+
+    arms = [*MERGE_ENCODINGS.values(), *(n for t in CONVENTION_TARGETS.values() for n in t.values()),
+            *CLASS_CONTROLS.values()]
+    return list(dict.fromkeys(next(n for n in names if n in REGISTRY) for names in arms))
 
 
 @dataclass(frozen=True)
@@ -166,9 +181,30 @@ def place_model(report: ReportData, model: str, *, control: str = "strict", cond
     unrun = [r.label for r in rows if r.variant is not None and r.success is None]
     if unrun:
         notes.append(f"not run for {model}: {', '.join(unrun)}")
-    tables = {"table3": pub["table3"], "table6": pub["table6"], "table10": pub["table10"]}
-    sources = {k: pub[k]["source"] for k in ("figure2", "figure4", "table3", "table6", "table10")}
+    tables: dict[str, Any] = {k: pub[k] for k in ("table3", "table6", "table8", "table10")}
+    yours = _your_tables(report, model, control, condition)
+    if yours:
+        tables["yours"] = yours
+    sources = {k: pub[k]["source"] for k in ("figure2", "figure4", "table3", "table6", "table8", "table10")}
     return Placement(model, control, condition, rows, sources, tables, notes)
+
+
+def _your_tables(report: ReportData, model: str, control: str, condition: str) -> dict[str, Any]:
+    """The model's rows of Tables 6, 7 and 8 (where their arms were run) and of Table 10 (where probes were)."""
+    out: dict[str, Any] = {}
+    for key, name in PAPER_TABLES.items():
+        rows = [r for r in report.paper_tables.get(name, [])
+                if (r["model"], r["control"], r["condition"]) == (model, control, condition)]
+        if rows:
+            out[key] = rows
+    probes = {p.variant: p for p in report.probes if p.model == model and p.control == control
+              and p.condition == condition}
+    table10 = {col: {"compliance": probes[v].compliance, "compliance_low": probes[v].compliance_low,
+                     "compliance_high": probes[v].compliance_high, "exact": probes[v].task_success}
+               for col, v in TABLE10_VARIANTS.items() if v in probes}
+    if table10:
+        out["table10"] = table10
+    return out
 
 
 def _pct(x: float | None) -> str:
@@ -228,5 +264,5 @@ def render_html(placement: Placement) -> str:
             + "</body></html>\n")
 
 
-__all__ = ["FIGURES", "PaperValue", "Placement", "PlacedRow", "TEXT_HEAD", "paper_variants", "place_model",
+__all__ = ["FIGURES", "PAPER_TABLES", "TABLE10_VARIANTS", "table_arms", "PaperValue", "Placement", "PlacedRow", "TEXT_HEAD", "paper_variants", "place_model",
            "published", "render_html", "text_rows", "variant_of_label"]
