@@ -12,7 +12,8 @@ import pytest
 
 #: the repository root (this file is tests/support/paths.py)
 ROOT = Path(__file__).resolve().parents[2]
-#: ``../shared`` beside the repository (``TOOLBIAS_SHARED`` names it for a checkout elsewhere, e.g. a worktree)
+#: ``../shared`` beside the repository (``TOOLBIAS_SHARED`` names another place: a worktree's copy
+#: of the repository that is not beside it)
 SHARED = Path(os.environ.get("TOOLBIAS_SHARED") or ROOT.parent / "shared")
 #: ``../shared/data`` beside the repository
 SHARED_DATA = SHARED / "data"
