@@ -3,7 +3,7 @@
 One step builds one of the artifact's constructions (see :mod:`._build`) on the native catalog:
 
 * ``{"op": "paper", "build": "ladder", "k": K}``: the merge/split ladder (0 fully merged, 5
-  native, 9 fully split; 1-4 and 6-8 the partial steps);
+  native, 9 fully split; 1-4 and 6-8 the partial steps); ``{"op": "paper"}`` is its native step;
 * ``{"op": "paper", "build": "ops", "file": "pred.json"}`` (or ``"ops": [...]`` inline): one of
   the artifact's spec files, read from the catalog's ``specs/`` folder (the ``toolschemaspace``
   catalog kind records it);
@@ -43,6 +43,7 @@ from ..base import ALL_DOMAINS, Call, Flag, FlagKind, Forward, Layer, Reject, Re
 from ._answers import TXN_PREFIX, Answer, Transactions, answer
 from ._build import (
     HIERARCHY_ARMS,
+    NATIVE_K,
     Recipe,
     Route,
     Surface,
@@ -80,7 +81,7 @@ class PaperSurface(Layer):
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
         super().__init__(inner, params)
-        build = str(params.get("build", ""))
+        build = str(params.get("build", "ladder"))
         if build not in BUILDS:
             raise VariantError(f"unknown paper build '{build}'", where="paper step", fix=f"use one of: {', '.join(BUILDS)}")
         where = f"paper {build} {params.get('file') or params.get('arm') or params.get('k', '')}".strip()
@@ -90,8 +91,8 @@ class PaperSurface(Layer):
         pairs = [(t.domain, native_shape(t)) for t in self.inner]
         surfaces: list[tuple[str, Surface]] = []
         if build == "ladder":
-            k = params.get("k")
-            if not isinstance(k, int) or not 0 <= k <= 9:
+            k = params.get("k", NATIVE_K)
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 9:
                 raise VariantError("the ladder step needs 'k', an integer 0-9", where=where, fix='write "k": 0')
             surfaces = [(d, ladder(d, [native_shape(t) for t in ts], k)) for d, ts in by_domain.items()]
         elif build == "ops":
