@@ -63,20 +63,42 @@ FLAG_KINDS = {"set_unknown_txn": FlagKind.UNKNOWN_HANDLE, "commit_unknown_txn": 
               "bad_handle": FlagKind.BAD_REFERENCE}
 
 
+def _surfaces(inner: Sequence[Tool], build: str, params: Mapping[str, Any], where: str) -> list[tuple[str, Surface]]:
+    """The construction's surfaces: one per domain, or one for the whole catalog (``ALL_DOMAINS``)."""
+    by_domain: dict[str, list[Tool]] = {}
+    for t in inner:
+        by_domain.setdefault(t.domain, []).append(t)
+    pairs = [(t.domain, native_shape(t)) for t in inner]
+    if build == "ladder":
+        k = params.get("k", NATIVE_K)
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 9:
+            raise VariantError("the ladder step needs 'k', an integer 0-9", where=where, fix='write "k": 0')
+        return [(d, ladder(d, [native_shape(t) for t in ts], k)) for d, ts in by_domain.items()]
+    if build == "ops":
+        ops = params.get("ops")
+        if not isinstance(ops, list):
+            raise VariantError("the ops step needs 'ops' (a spec file's list) or 'file'", where=where,
+                               fix='write "file": "pred.json" and build on the toolschemaspace catalog')
+        return [(d, compile_ops(d, [native_shape(t) for t in ts], ops, where)) for d, ts in by_domain.items()]
+    if build == "hierarchy":
+        arm = str(params.get("arm", ""))
+        if arm not in HIERARCHY_ARMS:
+            raise VariantError(f"unknown hierarchy arm '{arm}'", where=where,
+                               fix=f"use one of: {', '.join(HIERARCHY_ARMS)}")
+        return [(ALL_DOMAINS, hierarchy(pairs, arm))]
+    groups = params.get("groups")
+    if not isinstance(groups, list):
+        raise VariantError("the groups step needs 'groups' (a grouping file's list) or 'file'", where=where,
+                           fix='write "file": "class_neutral.json" and build on the toolschemaspace catalog')
+    return [(ALL_DOMAINS, class_groups(pairs, groups, where))]
+
+
 class PaperSurface(Layer):
     op = "paper"
     PARAMS = ("build", "k", "file", "ops", "arm", "groups", "markers")
     protocol = True  # answers resolver / transaction / discovery calls itself: the last step
     validates = False  # the artifact checks dispatchers and intervals only (its nested schema is unsound)
     long_names = True  # fully split names run to 80 characters there
-
-    def value_domains(self) -> Mapping[str, Mapping[str, Sequence[Any]]]:
-        """A referenced argument can only take its resolver table's values."""
-        out: dict[str, dict[str, list[Any]]] = {}
-        for route in self._routes.values():
-            if route.kind == "resolver":
-                out.setdefault(f"{route.domain}::{route.op}", {})[route.param] = list(route.table.values())
-        return out
     LENIENT = "nothing beyond the artifact's own forms (its loose control executes unknown names as native)"
 
     def __init__(self, inner: Sequence[Tool], params: Mapping[str, Any]) -> None:
@@ -85,33 +107,6 @@ class PaperSurface(Layer):
         if build not in BUILDS:
             raise VariantError(f"unknown paper build '{build}'", where="paper step", fix=f"use one of: {', '.join(BUILDS)}")
         where = f"paper {build} {params.get('file') or params.get('arm') or params.get('k', '')}".strip()
-        by_domain: dict[str, list[Tool]] = {}
-        for t in self.inner:
-            by_domain.setdefault(t.domain, []).append(t)
-        pairs = [(t.domain, native_shape(t)) for t in self.inner]
-        surfaces: list[tuple[str, Surface]] = []
-        if build == "ladder":
-            k = params.get("k", NATIVE_K)
-            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 9:
-                raise VariantError("the ladder step needs 'k', an integer 0-9", where=where, fix='write "k": 0')
-            surfaces = [(d, ladder(d, [native_shape(t) for t in ts], k)) for d, ts in by_domain.items()]
-        elif build == "ops":
-            ops = params.get("ops")
-            if not isinstance(ops, list):
-                raise VariantError("the ops step needs 'ops' (a spec file's list) or 'file'", where=where,
-                                   fix='write "file": "pred.json" and build on the toolschemaspace catalog')
-            surfaces = [(d, compile_ops(d, [native_shape(t) for t in ts], ops, where)) for d, ts in by_domain.items()]
-        elif build == "hierarchy":
-            arm = str(params.get("arm", ""))
-            if arm not in HIERARCHY_ARMS:
-                raise VariantError(f"unknown hierarchy arm '{arm}'", where=where, fix=f"use one of: {', '.join(HIERARCHY_ARMS)}")
-            surfaces = [(ALL_DOMAINS, hierarchy(pairs, arm))]
-        else:
-            groups = params.get("groups")
-            if not isinstance(groups, list):
-                raise VariantError("the groups step needs 'groups' (a grouping file's list) or 'file'", where=where,
-                                   fix='write "file": "class_neutral.json" and build on the toolschemaspace catalog')
-            surfaces = [(ALL_DOMAINS, class_groups(pairs, groups, where))]
         markers = str(params.get("markers", "drop" if build in ("ladder", "ops") else "keep"))
         if markers not in ("drop", "keep"):
             raise VariantError(f"unknown markers '{markers}'", where=where, fix="use drop or keep")
@@ -119,7 +114,7 @@ class PaperSurface(Layer):
         self._recipes: dict[str, Recipe] = {}
         self._hierarchy = build == "hierarchy"
         tools = []
-        for domain, surface in surfaces:
+        for domain, surface in _surfaces(self.inner, build, params, where):
             for s, route in surface.tools:
                 if markers == "drop":
                     s = without_markers(s)
@@ -132,6 +127,14 @@ class PaperSurface(Layer):
                                   domain=domain, cls=route.domain or domain))
             self._recipes.update(surface.recipes)
         self.tools = tuple(tools)
+
+    def value_domains(self) -> Mapping[str, Mapping[str, Sequence[Any]]]:
+        """A referenced argument can only take its resolver table's values."""
+        out: dict[str, dict[str, list[Any]]] = {}
+        for route in self._routes.values():
+            if route.kind == "resolver":
+                out.setdefault(f"{route.domain}::{route.op}", {})[route.param] = list(route.table.values())
+        return out
 
     @classmethod
     def prepare(cls, params: Mapping[str, Any], catalog: Catalog) -> dict[str, Any]:
