@@ -24,6 +24,7 @@ import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,6 +160,30 @@ def test_file_renderings_need_the_artifacts_specs_folder() -> None:
 def test_every_rendering_verifies(catalog: Catalog) -> None:
     results = verify_all(catalog, paper_renderings("all"), probes=1, max_actions_per_tool=3)
     assert [(r.name, r.examples) for r in results if not r.ok] == []
+
+
+def test_the_oracle_scores_every_rendering_fully(catalog: Catalog, tmp_path: Path) -> None:
+    """``toolbias run --model oracle`` (the episode loop, the state engine, exact success) on every
+    rendering: each task's gold written in the variant is executed back to the gold."""
+    from toolbias.store import Store
+    from toolbias.study.runner import StudyConfig, build_study, run_study
+
+    study = build_study(StudyConfig(model="oracle", catalog=f"toolschemaspace:{TSS}", variants="paper", sample=12,
+                                    workers=1, study="paper"))
+    run_study(study, str(tmp_path / "s.db"))
+    with Store(tmp_path / "s.db") as st:
+        rows = list(st.rows(study="paper"))
+    assert len(rows) == 12 * len(PAPER_VARIANTS)
+    assert sorted({r.variant for r in rows if not r.success}) == []
+
+
+def test_cli_verify_passes_on_the_representative_renderings(capsys: pytest.CaptureFixture[str]) -> None:
+    toolschemaspace_catalog()
+    code, out, err = run_cli(capsys, "verify", "--catalog", f"toolschemaspace:{TSS}", "--variant",
+                             "paper-representative", "--probes", "0", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"], err
+    assert [v["name"] for v in data["variants"]] == list(FILES.values())
 
 
 # -- the artifact's own builders -----------------------------------------------------------
