@@ -226,9 +226,12 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     own = not isinstance(store, Store)
     st = open_store(store) if not isinstance(store, Store) else store
     try:
-        counted = tally.select(st.tallies(kind="task"), study)
-        tau2 = episodes_dataframe(st, kind="task", catalog_prefix=TAU2_CATALOG)  # tau2-bench in process (Table 9)
+        everything = st.tallies(kind="task")
+        counted = tally.select(everything, study)
         imported = episodes_dataframe(st, kind=TAU2_KIND)  # tau2 results files (Table 9 only)
+        # tau2-bench in process (Table 9): read as rows, where the tallies name a tau2 catalog
+        in_process = any(t.catalog.startswith(TAU2_CATALOG) for t in everything)
+        tau2 = episodes_dataframe(st, kind="task", catalog_prefix=TAU2_CATALOG) if in_process else imported[:0]
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
         metas = st.study_meta()
