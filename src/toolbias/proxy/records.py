@@ -2,8 +2,11 @@
 
 The seam to the store layer: :func:`live_row` builds the row through the store's
 public :class:`~toolbias.store.EpisodeRow`; :class:`Recorder` writes the conversations
-that changed, at most once a second, from one writer thread (SQLite connections belong
-to their thread, and a write must not stall the proxy's event loop).
+that changed from one writer thread (SQLite connections belong to their thread, and a write
+must not stall the proxy's event loop). Each turn wakes the writer, so at low load every
+conversation is stored moments after its turn (a ``kill -9`` loses none that finished);
+under load the writer takes whatever changed during its last write, at most once every
+``min_gap_s``, so many turns share one transaction.
 """
 
 from __future__ import annotations
@@ -46,14 +49,16 @@ class Recorder:
 
     def __init__(self, path: str | Path, study: str, model: str, interval_s: float = 1.0,
                  busy_timeout_s: float = 30.0, max_backoff_s: float = 30.0, final_tries: int = 3,
-                 control: str = "strict", condition: str = "base") -> None:
+                 control: str = "strict", condition: str = "base", min_gap_s: float = 0.05) -> None:
         self.path, self.study, self.model, self.interval_s = Path(path), study, model, interval_s
+        self.min_gap_s = min_gap_s
         self.control, self.condition = control, condition  # the proxy's: stored on every row
         self.busy_timeout_s, self.max_backoff_s, self.final_tries = busy_timeout_s, max_backoff_s, final_tries
         Store(self.path).close()  # a bad path fails now, before the server starts
         self._dirty: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._stop = False
         self.written = 0
         #: the last write error while writes fail (None while they succeed), and how many failed
@@ -69,6 +74,7 @@ class Recorder:
         the next turn is changing (entries are never changed once logged)."""
         with self._lock:
             self._dirty[log.conv_id] = log.to_dict()
+        self._wake.set()
 
     def _take(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -100,6 +106,7 @@ class Recorder:
         try:
             while True:
                 stopping = self._stop
+                self._wake.clear()  # before taking: a turn logged from now on wakes the next round
                 logs = self._take()
                 if logs:
                     try:
@@ -116,8 +123,7 @@ class Recorder:
                             if final >= self.final_tries:
                                 self.unwritten = len(self._dirty)
                                 return
-                        self._wake.wait(backoff)
-                        self._wake.clear()
+                        self._stopping.wait(backoff)  # new turns do not hurry a retry; a shutdown does
                         backoff = min(backoff * 2, self.max_backoff_s)
                         continue
                     self.written += len(logs)
@@ -127,8 +133,9 @@ class Recorder:
                         self.error = None
                 if stopping:
                     return
+                if logs and self.min_gap_s:
+                    time.sleep(self.min_gap_s)  # let a busy proxy's turns gather into one transaction
                 self._wake.wait(self.interval_s)
-                self._wake.clear()
         finally:
             if store is not None:
                 store.close()
@@ -137,6 +144,7 @@ class Recorder:
         """Write what is left and stop the writer (the server's shutdown); after a few failed
         tries the rows left are counted in :attr:`unwritten`."""
         self._stop = True
+        self._stopping.set()
         self._wake.set()
         self._thread.join()
 
