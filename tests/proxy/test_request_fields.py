@@ -21,7 +21,7 @@ pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install
 from tests.support.agents import MODEL, proxy_server  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply, free_port  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
+TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                            "required": ["city"]}}},
          {"type": "function", "function": {"name": "get_time", "description": "Time in a city.",
