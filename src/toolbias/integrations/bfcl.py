@@ -166,7 +166,9 @@ def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
         for lineno, entry in enumerate(read_jsonl(path), 1):
             where = f"{path}:{lineno}"
             if not isinstance(entry, Mapping) or not isinstance(entry.get("function"), list):
-                raise CatalogError("entry needs an 'id' and a 'function' list", where=where)
+                raise CatalogError("entry needs an 'id' and a 'function' list", where=where,
+                                   fix='write each line as {"id": ..., "question": [[...]], "function": [{"name": ...}]} '
+                                       "(BFCL's format)")
             eid = str(entry.get("id", f"{category}_{lineno}"))
             domain = eid if per_entry else category
             if per_entry:
@@ -174,7 +176,8 @@ def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
             entry_map: dict[str, str] = {}  # bfcl name -> tool name in this domain
             for fn in entry["function"]:
                 if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-                    raise CatalogError("function without a name", where=where)
+                    raise CatalogError("function without a name", where=where,
+                                       fix="give each entry of 'function' an object with a string 'name'")
                 bname = fn["name"]
                 params = convert_schema(fn.get("parameters") or {"type": "dict", "properties": {}}, notes)
                 params.setdefault("type", "object")
