@@ -87,7 +87,8 @@ def convert_schema(schema: Any, notes: Counter[str]) -> dict[str, Any]:
         elif out.get("type") == "array" and "list" not in kinds:
             # BFCL's meaning: each item is one of these (its answers list arrays of them, e.g.
             # [["temperature"]]); as written no array could be valid, and every sample would fail
-            items = out.get("items") if isinstance(out.get("items"), dict) else {}
+            raw_items = out.get("items")
+            items: dict[str, Any] = raw_items if isinstance(raw_items, dict) else {}
             out["items"] = {**items, "enum": out.pop("enum")} if "enum" not in items else items
             notes["enum of an array moved to its items"] += 1
     if "required" in out:
