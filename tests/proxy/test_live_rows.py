@@ -81,8 +81,33 @@ def test_a_retry_after_an_upstream_error_continues_the_same_row(tmp_path: Path) 
     assert len(rows) == 1 and rows[0][1]["termination"] == "live" and rows[0][1]["last_answer"] == "b is 2"
 
 
+def test_a_conversation_continued_after_a_restart_continues_its_row(tmp_path: Path) -> None:
+    """The proxy is stopped after a turn and started again on the same store: the agent's next
+    turn continues the same row (today: a second row, the conversation counted twice)."""
+    db = tmp_path / "live.db"
+    first = [{"role": "user", "content": "look up c"}]
+    with FakeOpenAIServer(models=(MODEL,)) as upstream:
+        upstream.queue(Reply.calls(("lookup", {"q": "c"})), Reply.text("c is 3"))
+        with proxy_server(upstream, "native", store=str(db)) as proxy:
+            r1 = httpx.post(f"{proxy.base_url}/chat/completions",
+                            json={"model": MODEL, "messages": first, "tools": TOOLS}, timeout=30).json()
+        message = r1["choices"][0]["message"]
+        history = [*first, message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "3"}]
+        with proxy_server(upstream, "native", store=str(db)) as proxy:  # a new process would do the same
+            r2 = httpx.post(f"{proxy.base_url}/chat/completions",
+                            json={"model": MODEL, "messages": history, "tools": TOOLS}, timeout=30).json()
+    assert r2["choices"][0]["message"]["content"] == "c is 3"
+    assert r2["toolbias"]["conversation"] == r1["toolbias"]["conversation"]
+    rows = _rows(db)
+    assert len(rows) == 1
+    row = rows[0][1]
+    assert (row["turns"], row["rounds"], row["native_calls"], row["last_answer"]) == (2, 2, 1, "c is 3")
+    assert row["rebuilt"] == 1  # the first turn's call was encoded again from the history
+
+
 class _Log:
     conv_id = "c1"
+    head = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"conv_id": self.conv_id, "catalog": "live", "variant": "native", "domain": "live",

@@ -97,11 +97,19 @@ class CallLog:
     termination: str = "live"
     #: the conversation this one branched from: a client retried or regenerated a turn of it
     branch_of: str | None = None
+    #: the hash (hex) of the history the agent sends next: how a restarted proxy finds this row again
+    head: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["calls"] = list(self.calls)
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CallLog:
+        """A log as :meth:`to_dict` wrote it (fields a later release added keep their defaults)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     def copy(self) -> CallLog:
         """An independent copy (the logged calls themselves are never changed, so they are shared)."""

@@ -119,6 +119,8 @@ class VariantProxy:
                 self.codecs.remember(tools, bound)
             hashes = history_hashes(messages)
             conv, start = self._find(hashes, bound)
+            if start == 0 and len(messages) > 1:
+                conv = await self._stored(hashes, bound) or conv
             for i in range(start, len(messages)):
                 conv.add(messages[i], i)
         except RequestError as exc:
@@ -144,7 +146,9 @@ class VariantProxy:
             self._record(conv.log)
             self._release(conv.log.conv_id, turns)
             raise
-        self._remember(extend_hash(hashes[-1], reply), conv.snapshot())
+        head = extend_hash(hashes[-1], reply)
+        conv.log.head = head.hex()
+        self._remember(head, conv.snapshot())
         self._record(conv.log)
         return self._completion(body, reply, finish, conv.log, time.perf_counter() - started)
 
@@ -157,14 +161,32 @@ class VariantProxy:
             snap = self._snapshots.get(hashes[i])
             if snap is not None and snap.log.domain == bound.domain and snap.log.variant == self.variant.name:
                 self._snapshots.move_to_end(hashes[i])
-                log = snap.log.copy()
-                if self._heads.get(log.conv_id, log.turns) != log.turns:
-                    log.branch_of, log.conv_id = log.conv_id, uuid.uuid4().hex
-                    log.started, log.termination = time.time(), "live"
+                log = self._continued(snap.log.copy())
                 return Conversation(bound, log, self.config.control, self.config.instructions, snap), i
         log = CallLog(conv_id=uuid.uuid4().hex, variant=self.variant.name, domain=bound.domain,
                       catalog=bound.codec.catalog.name)
         return Conversation(bound, log, self.config.control, self.config.instructions), 0
+
+    def _continued(self, log: CallLog) -> CallLog:
+        """``log`` continued, or, when its conversation has moved past it, a branch of it."""
+        if self._heads.get(log.conv_id, log.turns) != log.turns:
+            log.branch_of, log.conv_id = log.conv_id, uuid.uuid4().hex
+            log.started, log.termination = time.time(), "live"
+        return log
+
+    async def _stored(self, hashes: list[bytes], bound: Any) -> Conversation | None:
+        """A history no snapshot holds, that a stored conversation ended with (the proxy was
+        restarted, or the state left memory): the conversation is rebuilt from the history, as
+        any unknown history is, but continues that conversation's row."""
+        found = self.recorder.stored_conversation(hashes) if self.recorder is not None else None
+        if found is None:
+            return None
+        data = await asyncio.to_thread(self.recorder.load, found[0])  # type: ignore[union-attr]
+        if not data or data.get("domain") != bound.domain or data.get("variant") != self.variant.name:
+            return None
+        log = self._continued(CallLog.from_dict(data))
+        log.termination = "live"
+        return Conversation(bound, log, self.config.control, self.config.instructions)
 
     def _claim(self, conv_id: str, turns: int) -> None:
         self._heads[conv_id] = turns
