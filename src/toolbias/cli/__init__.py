@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
+    "mcp-proxy": ("toolbias.cli.mcp_proxy:mcp_proxy_cmd",
+                  "Serve VARIANT of an MCP server's tools (-- COMMAND ARGS..., or --upstream-url) to any MCP client."),
 }
 
 
