@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.paths import ROOT
 from toolbias.catalog.model import NativeAction
+from toolbias.report.live import live_table, load_conversations
 from toolbias.store import Store
 from toolbias.variants import resolve_variant
 
@@ -124,6 +125,9 @@ async def test_time_server_under_each_variant(variant: str, tmp_path: Path) -> N
     log = rows[0].record["live"]
     assert log["native_calls"] == 1 and log["rejections"] == 1
     assert log["replies"] == len(results) - 1
+    with Store(store) as s:  # and `toolbias report --store` shows it as it shows the HTTP proxy's
+        (row,) = live_table(load_conversations(s))
+    assert (row["variant"], row["conversations"], row["native_calls"], row["rejections"]) == (variant, 1, 1, 1)
 
 
 @needs_git

@@ -67,8 +67,8 @@ class UpstreamError(ToolbiasError):
 
 def _reason(exc: BaseException) -> str:
     """An exception's own words, from inside the exception groups task groups wrap it in."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    while getattr(exc, "exceptions", None):  # an exception group (a builtin from Python 3.11)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -325,20 +325,25 @@ async def serve(config: McpProxyConfig, store: str | None = None, listen: str | 
                 else:
                     await _serve_http(server, variant, address, ready)
                 tasks.cancel_scope.cancel()
-    except BaseExceptionGroup as group:  # a task group wraps the error: the user's error, unwrapped
-        raise _first_error(group) from None
+    except Exception as exc:  # a task group wraps the error: the user's error, unwrapped
+        found = _first_error(exc)
+        if found is exc:
+            raise
+        raise found from None
     finally:
         proxy.close()
     return proxy
 
 
-def _first_error(group: BaseExceptionGroup) -> BaseException:
-    """The first :class:`ToolbiasError` inside (nested) exception groups, else the group."""
-    for exc in group.exceptions:
-        found = _first_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+def _first_error(exc: BaseException) -> BaseException:
+    """The first :class:`ToolbiasError` in ``exc`` or the (nested) exception groups it is, else ``exc``."""
+    if isinstance(exc, ToolbiasError):
+        return exc
+    for inner in getattr(exc, "exceptions", None) or ():
+        found = _first_error(inner)
         if isinstance(found, ToolbiasError):
             return found
-    return group
+    return exc
 
 
 async def _serve_stdio(server: Any, variant: McpVariant, ready: Any) -> None:
