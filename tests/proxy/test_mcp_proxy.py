@@ -220,7 +220,8 @@ async def test_streamable_http_both_ways(tmp_path: Path) -> None:
     """``--listen``: the proxy over streamable HTTP; a second proxy reaches it by ``--upstream-url``."""
     from mcp.client.streamable_http import streamable_http_client
 
-    argv = [sys.executable, *_proxy_argv("native", TIME, "--listen", "http://127.0.0.1:0")]
+    store = tmp_path / "http.db"
+    argv = [sys.executable, *_proxy_argv("native", TIME, "--listen", "http://127.0.0.1:0", "--store", str(store))]
     first = subprocess.Popen(argv, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -240,6 +241,10 @@ async def test_streamable_http_both_ways(tmp_path: Path) -> None:
     finally:
         first.terminate()
         first.wait(LIMIT_S)
+    assert first.returncode == 0  # stopped cleanly, its store written
+    with Store(store) as s:  # two client sessions (this test's and the chained proxy's), two live rows
+        logs = sorted((r.record["live"] for r in s.rows(kind="live")), key=lambda log: log["native_calls"])
+    assert [log["native_calls"] for log in logs] == [1, 1] and logs[0]["conv_id"] != logs[1]["conv_id"]
 
 
 def _ready_url(process: subprocess.Popen[str]) -> str:

@@ -266,7 +266,7 @@ class McpEnvironment(EpisodeEnvironment):
                           if str(exc) else f"MCP server '{self.server_name}' failed: {type(exc).__name__}")
             return {"ok": False, "error": self.error, "infrastructure": True}
         text = _result_text(result)
-        if getattr(result, "is_error", None) or getattr(result, "isError", None):
+        if getattr(result, "is_error", None):  # SDK 2.x (toolbias[mcp] needs mcp>=2.3)
             return {"ok": False, "error": text}
         self.log.append(action)
         return {"ok": True, "tool": action.tool, "content": text}

@@ -320,10 +320,13 @@ async def serve(config: McpProxyConfig, store: str | None = None, listen: str | 
             server = proxy.server()
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(proxy.watch)
-                if address is None:
-                    await _serve_stdio(server, variant, ready)
-                else:
-                    await _serve_http(server, variant, address, ready)
+                with anyio.CancelScope() as serving:  # Ctrl-C or SIGTERM end it: the store is then flushed
+                    stop = [serving.cancel]  # over HTTP: uvicorn's own graceful shutdown
+                    tasks.start_soon(_stop_on_signal, stop)
+                    if address is None:
+                        await _serve_stdio(server, variant, ready)
+                    else:
+                        await _serve_http(server, variant, address, ready, stop)
                 tasks.cancel_scope.cancel()
     except Exception as exc:  # a task group wraps the error: the user's error, unwrapped
         found = _first_error(exc)
@@ -346,6 +349,21 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
+async def _stop_on_signal(stop: list[Any]) -> None:
+    import signal
+
+    import anyio
+
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+    except NotImplementedError:  # no signal receivers here (Windows): the default handlers stay
+        return
+    with receiver as signals:
+        async for _ in signals:
+            stop[-1]()
+            return
+
+
 async def _serve_stdio(server: Any, variant: McpVariant, ready: Any) -> None:
     from mcp.server.lowlevel import NotificationOptions
     from mcp.server.stdio import stdio_server
@@ -356,7 +374,8 @@ async def _serve_stdio(server: Any, variant: McpVariant, ready: Any) -> None:
         await server.run(read, write, server.create_initialization_options(NotificationOptions(tools_changed=True)))
 
 
-async def _serve_http(server: Any, variant: McpVariant, address: tuple[str, int, str], ready: Any) -> None:
+async def _serve_http(server: Any, variant: McpVariant, address: tuple[str, int, str], ready: Any,
+                      stop: list[Any]) -> None:
     from . import _uvicorn, bind
 
     uvicorn = _uvicorn()
@@ -365,13 +384,27 @@ async def _serve_http(server: Any, variant: McpVariant, address: tuple[str, int,
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}{path}"
-    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    http = _quiet_server(uvicorn)(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    stop.append(lambda: setattr(http, "should_exit", True))
     if ready is not None:
         ready(variant, url)
     try:
         await http.serve(sockets=[sock])
     finally:
         sock.close()
+
+
+def _quiet_server(uvicorn: Any) -> Any:
+    """uvicorn's server without its own signal handling: it would re-raise SIGTERM after shutting
+    down, killing the process before the store is flushed; :func:`_stop_on_signal` handles them."""
+    from contextlib import contextmanager
+
+    class Server(uvicorn.Server):  # type: ignore[misc, name-defined]
+        @contextmanager
+        def capture_signals(self) -> Any:
+            yield
+
+    return Server
 
 
 __all__ = ["DEFAULT_PATH", "McpProxyConfig", "McpVariantProxy", "Upstream", "UpstreamError", "parse_listen", "serve"]
