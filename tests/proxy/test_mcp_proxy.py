@@ -131,7 +131,8 @@ async def test_time_server_under_each_variant(variant: str, tmp_path: Path) -> N
 
 
 @needs_git
-@pytest.mark.parametrize("variant", ["native", "fully_merged", "transaction", "schema_discovery"])
+@pytest.mark.parametrize("variant", ["native", "fully_merged", "fully_split", "transaction", "schema_discovery",
+                                     "reference_resolution"])
 async def test_git_server_commits_through_the_variant(variant: str, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -192,6 +193,15 @@ async def test_upstream_that_crashes_mid_session_is_an_error_result() -> None:
             after = await session.call_tool("echo", {"text": "y"})
     assert crashed.is_error and "upstream MCP server" in _text(crashed)
     assert after.is_error and "upstream MCP server" in _text(after)
+
+
+async def test_upstream_that_hangs_on_a_call_is_an_error_result() -> None:
+    async with proxied("native", [sys.executable, UPSTREAM], "--call-timeout", "2") as session:
+        with anyio.fail_after(LIMIT_S):
+            hung = await session.call_tool("hang", {})
+            echoed = await session.call_tool("echo", {"text": "still here"})
+    assert hung.is_error and "did not answer 'hang' within 2 s" in _text(hung)
+    assert not echoed.is_error and _text(echoed) == "still here"
 
 
 async def test_off_schema_calls_are_recoverable_errors() -> None:

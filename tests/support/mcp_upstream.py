@@ -2,7 +2,8 @@
 
 Its tools: ``echo`` (gives its text back, as text and as structured content), ``add_tool`` (adds a
 tool ``shout`` and sends ``notifications/tools/list_changed``: real servers here never change their
-tools) and ``crash`` (the process exits at once: an upstream that dies during a session)."""
+tools), ``crash`` (the process exits at once: an upstream that dies during a session) and ``hang``
+(never answers)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "add_tool", "description": "Add the tool 'shout'.", "inputSchema": {"type": "object", "properties": {}},
      "annotations": {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False}},
     {"name": "crash", "description": "Stop the server at once.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object", "properties": {}}},
 ]
 SHOUT = {"name": "shout", "description": "Say the text back in capitals.", "inputSchema": _TEXT}
 
@@ -36,6 +38,8 @@ def main() -> None:
         args = params.arguments or {}
         if params.name == "crash":
             os._exit(3)
+        if params.name == "hang":
+            await anyio.sleep_forever()
         if params.name == "add_tool":
             if SHOUT not in tools:
                 tools.append(SHOUT)
