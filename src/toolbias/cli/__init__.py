@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "Run a paper's protocol on your model and print it among the paper's models."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
+    "mcp-proxy": ("toolbias.cli.mcp_proxy:mcp_proxy_cmd",
+                  "Serve VARIANT of an MCP server's tools (-- COMMAND ARGS..., or --upstream-url) to any MCP client."),
 }
 
 

@@ -91,9 +91,10 @@ def _run(coro: Any, timeout: float) -> Any:
     return box["value"]
 
 
-async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
+async def open_session(stack: Any, server: Mapping[str, Any], message_handler: Any = None) -> Any:
     """An MCP client session (not yet initialised) to ``server``, over streamable HTTP by its
-    ``url``, else over stdio to its command; closed with ``stack``."""
+    ``url``, else over stdio to its command; closed with ``stack``. ``message_handler`` receives the
+    server's notifications (``notifications/tools/list_changed`` ...)."""
     from mcp import ClientSession, StdioServerParameters
 
     if server.get("url"):
@@ -106,25 +107,31 @@ async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
         params = StdioServerParameters(command=server["command"], args=server["args"],
                                        env=server["env"] or None, cwd=server.get("cwd"))
         streams = await stack.enter_async_context(stdio_client(params))
-    return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+    kwargs = {"message_handler": message_handler} if message_handler is not None else {}
+    return await stack.enter_async_context(ClientSession(streams[0], streams[1], **kwargs))
+
+
+async def list_all_tools(session: Any) -> list[dict[str, Any]]:
+    """Every ``tools/list`` entry of an initialised client session (every page), as MCP JSON."""
+    from mcp import types
+
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools)
+        cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)  # SDK 2.x: next_cursor
+        if not cursor:
+            return tools
 
 
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
     from contextlib import AsyncExitStack
 
     async with AsyncExitStack() as stack:
-        session = await _open_session(stack, server)
+        session = await open_session(stack, server)
         await session.initialize()
-        tools: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            from mcp import types
-
-            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-            tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools)
-            cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)  # SDK 2.x: next_cursor
-            if not cursor:
-                return tools
+        return await list_all_tools(session)
 
 
 def list_server_tools(name: str, server: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
@@ -175,7 +182,7 @@ class _Server:
 
         try:
             async with AsyncExitStack() as stack:
-                session = await _open_session(stack, self.server)
+                session = await open_session(stack, self.server)
                 await asyncio.wait_for(session.initialize(), START_TIMEOUT_S)
                 self.up.set()
                 while True:
@@ -259,7 +266,7 @@ class McpEnvironment(EpisodeEnvironment):
                           if str(exc) else f"MCP server '{self.server_name}' failed: {type(exc).__name__}")
             return {"ok": False, "error": self.error, "infrastructure": True}
         text = _result_text(result)
-        if getattr(result, "is_error", None) or getattr(result, "isError", None):
+        if getattr(result, "is_error", None):  # SDK 2.x (toolbias[mcp] needs mcp>=2.3)
             return {"ok": False, "error": text}
         self.log.append(action)
         return {"ok": True, "tool": action.tool, "content": text}
@@ -370,4 +377,5 @@ def load_mcp_config(arg: str) -> Catalog:
                    meta={"environment": "mcp", "mcp_servers": {n: {k: v for k, v in s.items() if k != "env"} for n, s in servers.items()}})
 
 
-__all__ = ["CALL_TIMEOUT_S", "McpEnvironment", "START_TIMEOUT_S", "import_mcp", "list_server_tools", "load_mcp_config", "read_config"]
+__all__ = ["CALL_TIMEOUT_S", "McpEnvironment", "START_TIMEOUT_S", "import_mcp", "list_all_tools", "list_server_tools",
+           "load_mcp_config", "open_session", "read_config"]
