@@ -40,6 +40,8 @@ STATES = ("process", "cwd", "none")
 #: pools kept at once; the least recently used beyond this is closed (a test session or a
 #: script that opens many configurations keeps at most this many servers running idle)
 MAX_POOLS = 4
+#: seconds :meth:`ServerPool.close` waits for a server given back to finish closing
+CLOSE_TIMEOUT_S = 15.0
 #: seconds a ``setup`` command may take
 SETUP_TIMEOUT_S = 30.0
 
@@ -163,7 +165,13 @@ class ServerPool:
         self._spare: Future[Lease] | None = None
         self._leased = 0
         self._closed = False
+        self._closing: list[threading.Thread] = []
         self.started = 0  # servers started so far (a figure for benchmarks and tests)
+
+    @property
+    def ahead(self) -> bool:
+        """A server is being (or has been) started for the next episode."""
+        return self._spare is not None
 
     def _template_dir(self) -> str | None:
         with self._lock:
@@ -185,8 +193,10 @@ class ServerPool:
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
+        global _STARTED
         with self._lock:
             self.started += 1
+            _STARTED += 1
         return Lease(server, workdir)
 
     def _start_ahead(self) -> None:
@@ -231,7 +241,11 @@ class ServerPool:
                 with self._lock:
                     self._idle.append(lease)
                 return
-        _discard(lease)
+        # closing waits for the server to exit (most of a second): the next episode need not
+        closer = threading.Thread(target=_discard, args=(lease,), daemon=True, name="toolbias-mcp-close")
+        with self._lock:
+            self._closing = [t for t in self._closing if t.is_alive()] + [closer]
+        closer.start()
 
     def close(self) -> None:
         """Close every server the pool holds (leased ones are closed by their :meth:`give_back`)."""
@@ -249,6 +263,8 @@ class ServerPool:
                 pass
         if template:
             shutil.rmtree(template, ignore_errors=True)
+        for closer in self._closing:
+            closer.join(CLOSE_TIMEOUT_S)
 
 
 def _discard(lease: Lease) -> None:
@@ -260,6 +276,7 @@ def _discard(lease: Lease) -> None:
 
 
 _POOLS: OrderedDict[str, ServerPool] = OrderedDict()
+_STARTED = 0
 _POOLS_PID = os.getpid()
 _POOLS_LOCK = threading.Lock()
 
@@ -284,6 +301,11 @@ def pool_for(spec: Mapping[str, Any], start: Starter, *, where: str = "") -> Ser
     return pool
 
 
+def servers_started() -> int:
+    """Servers this process has started for episodes (a figure for benchmarks)."""
+    return _STARTED
+
+
 def close_pools() -> None:
     """Close every pool of this process (run at exit)."""
     with _POOLS_LOCK:
@@ -296,4 +318,4 @@ def close_pools() -> None:
 atexit.register(close_pools)
 
 __all__ = ["MAX_POOLS", "STATES", "Lease", "Live", "ServerPool", "close_pools", "fresh_workdir", "pool_for",
-           "restore", "run_setup", "server_state"]
+           "restore", "run_setup", "server_state", "servers_started"]
