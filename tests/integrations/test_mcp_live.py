@@ -1,4 +1,5 @@
-"""Live MCP servers as catalogs (mcp-config:FILE), against the real mcp-server-time and mcp-server-git."""
+"""Live MCP servers as catalogs (mcp-config:FILE), against the real mcp-server-time, mcp-server-git and
+mcp-server-sqlite."""
 
 from __future__ import annotations
 
@@ -164,6 +165,40 @@ def test_oracle_scores_a_task_under_every_registered_variant(tmp_path: Path, ser
     assert prog.total == len(resolve_variants("all")) >= 60
     assert prog.infra_errors == 0
     assert prog.successes == prog.total
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-sqlite") is None, reason="mcp-server-sqlite is not installed")
+def test_oracle_scores_every_sqlite_task_under_the_representative_variants(tmp_path: Path) -> None:
+    from toolbias.study.runner import StudyConfig, build_study, run_study
+
+    cfg = StudyConfig(model="oracle", catalog=f"mcp-config:{SHIPPED / 'sqlite.json'}",
+                      task_file=str(SHIPPED / "sqlite.jsonl"), variants="representative", workers=1)
+    study = build_study(cfg)
+    assert sum(bool(t.meta.get("check_calls")) for t in study.tasks) >= 5  # state checked with read_query
+    prog = run_study(study, str(tmp_path / "s.db"))
+    assert prog.total == len(study.codecs) * len(study.tasks) >= 100
+    assert prog.infra_errors == 0
+    assert prog.successes == prog.total
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-sqlite") is None, reason="mcp-server-sqlite is not installed")
+def test_sqlite_check_calls_see_a_different_row() -> None:
+    from types import SimpleNamespace
+
+    from toolbias.catalog.model import NativeAction
+    from toolbias.catalog.taskfile import with_task_file
+    from toolbias.study.env import make_environment
+
+    catalog = with_task_file(load_catalog(f"mcp-config:{SHIPPED / 'sqlite.json'}"), SHIPPED / "sqlite.jsonl")
+    task = next(t for t in catalog.tasks if t.id == "sql-1")
+    env = make_environment(catalog, task)
+    wrong = NativeAction("sqlite", "write_query",
+                         {"query": "INSERT INTO customers (id, name, city) VALUES (4, 'Marie', 'Lyon')"})
+    assert env.execute(wrong)["ok"]
+    env.check()
+    verdict = env.evaluate(SimpleNamespace(executed=[wrong], gold=list(task.gold), accept=None, match="exact"))
+    assert verdict is not None and verdict["reward"] == 0.0 and not verdict["checks_equal"]
+    assert "Lyon" in str(verdict["found"]) and "Paris" in str(verdict["expected"])
 
 
 @pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")
