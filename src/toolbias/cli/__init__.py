@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
     "recommend": ("toolbias.cli.recommend:recommend_cmd",
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "tasks": ("toolbias.cli.tasks:tasks",
+              'Write task files (the --task-file format) for any tool list.'),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
 }

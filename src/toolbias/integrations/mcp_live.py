@@ -109,8 +109,21 @@ async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
 
         params = StdioServerParameters(command=server["command"], args=server["args"],
                                        env=server["env"] or None, cwd=server.get("cwd"))
-        streams = await stack.enter_async_context(stdio_client(params))
+        streams = await stack.enter_async_context(stdio_client(params, errlog=_errlog(stack)))
     return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+
+
+def _errlog(stack: Any) -> Any:
+    """Where a stdio server's own stderr goes: this process's, when it is a real file (a caller that
+    replaced ``sys.stderr`` with an object without a descriptor gets the server's words discarded)."""
+    import os
+    import sys
+
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
 
 
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
