@@ -19,6 +19,7 @@ Responses, Anthropic, Gemini function declarations, MCP ``tools/list`` results, 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,23 @@ def read_tools(path: str | Path) -> list[SelectionTool]:
                            provider=t.name) for t in read_any(read_json(p), domain=p.stem, source=str(p))]
     if len({t.name for t in tools}) != len(tools):
         raise CatalogError("tool names must be unique", where=str(p))
+    return tools
+
+
+def catalog_tools(spec: str, domains: Sequence[str] = ()) -> list[SelectionTool]:
+    """The tools of a catalog (any spec: ``mcp-config:FILE.json`` lists live servers), each domain a
+    provider (an MCP server); a name two domains share is qualified as ``DOMAIN_NAME``."""
+    from ..catalog import load_catalog
+
+    catalog = load_catalog(spec)
+    chosen = [catalog.domain(d) for d in domains] if domains else list(catalog.domains)
+    counts = Counter(t.name for d in chosen for t in d.tools)
+    tools = [SelectionTool(name=t.name if counts[t.name] == 1 else f"{d.name}_{t.name}",
+                           api_description=t.description, parameters=json_copy(t.parameters), provider=d.name)
+             for d in chosen for t in d.tools]
+    if len({t.name for t in tools}) != len(tools):
+        raise CatalogError("tool names must be unique (also once qualified by their domain)", where=spec,
+                           fix="choose fewer domains with --domains")
     return tools
 
 
