@@ -290,6 +290,11 @@ def pool_for(spec: Mapping[str, Any], start: Starter, *, where: str = "") -> Ser
         if _POOLS_PID != os.getpid():  # a forked child: the parent's servers are not its own
             _POOLS.clear()
             _POOLS_PID = os.getpid()
+            # a multiprocessing worker leaves through os._exit (no atexit): close its servers
+            # (and reap them) when it ends, not leave them to exit on their own
+            from multiprocessing import util
+
+            util.Finalize(None, close_pools, exitpriority=0)
         pool = _POOLS.get(key)
         if pool is None:
             pool = _POOLS[key] = ServerPool(spec, start, where=where)
