@@ -164,3 +164,21 @@ def test_an_unknown_state_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as err:
         _catalog(tmp_path, {"time": {"command": "mcp-server-time", "state": "sometimes"}})
     assert "'sometimes'" in str(err.value) and "mcpServers.time" in str(err.value)
+
+
+def test_a_gold_replay_whose_server_dies_is_an_infrastructure_error(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from toolbias.integrations.mcp_live import McpEnvironment
+    from toolbias.study.episode import Termination
+
+    catalog = _counter(tmp_path, "process")
+    crash, bump = NativeAction("counter", "crash", {}), NativeAction("counter", "bump", {})
+    task = Task(id="t", domain="counter", query="q", gold=(crash,), meta={"check_calls": [{"name": "bump"}]})
+    env = McpEnvironment(catalog, task)
+    assert env.execute(bump)["ok"]  # the agent did something else; its server lives
+    env.check()
+    rec = SimpleNamespace(termination=Termination.ANSWERED, infra_error=None, executed=[bump], gold=[crash],
+                          accept=None, match="exact")
+    assert env.evaluate(rec) is None
+    assert rec.termination is Termination.INFRA_ERROR and rec.infra_error.startswith("gold replay: MCP server")

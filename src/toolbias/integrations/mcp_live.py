@@ -322,9 +322,9 @@ class McpEnvironment(EpisodeEnvironment):
         """With check calls: success is the gold rule and the check calls' results equal after the
         agent's calls and after the gold calls replayed on a fresh server. A server that failed makes
         the episode an infrastructure error (the record's termination), not a model failure."""
-        if self.error is not None:
-            from ..study.episode import Termination
+        from ..study.episode import Termination
 
+        if self.error is not None:
             record.termination, record.infra_error = Termination.INFRA_ERROR, self.error
             return None
         if not self.task.meta.get("check_calls") or self.checks is None:
@@ -332,7 +332,10 @@ class McpEnvironment(EpisodeEnvironment):
         from ..study.success import succeeded
 
         expected, gold_error = _gold_checks(self.catalog, self.task)
-        same = expected == self.checks and gold_error is None
+        if gold_error is not None:  # the gold's replay failed on its server: nothing to compare with
+            record.termination, record.infra_error = Termination.INFRA_ERROR, f"gold replay: {gold_error}"
+            return None
+        same = expected == self.checks
         matched = succeeded(list(record.executed), list(record.gold), record.accept, record.match)
         return {"reward": 1.0 if (same and matched) else 0.0, "evaluator": "mcp", "calls_match": matched,
                 "checks_equal": same,
