@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
     "recommend": ("toolbias.cli.recommend:recommend_cmd",
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "tasks": ("toolbias.cli.tasks:tasks",
+              'Write task files (the --task-file format) for any tool list.'),
     "reproduce": ("toolbias.cli.reproduce:reproduce",
                   "Run a paper's protocol on your model and print it among the paper's models."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",

@@ -811,7 +811,10 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
 
 
 @select.command("build")
-@click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+@click.option("--tools", "tools_path", help="a tool list in any format (OpenAI, Responses, Anthropic, Gemini, MCP)")
+@click.option("--catalog", help="instead of --tools: a catalog spec, e.g. mcp-config:FILE.json (live MCP servers, "
+              "each server a provider)")
+@click.option("--domains", help="with --catalog: only these domains (comma list)")
 @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
 @base_url_option
 @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
@@ -822,14 +825,19 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
 @click.option("--max-size", type=int, default=5, show_default=True)
 @click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
 @click.option("--json", "as_json", is_flag=True, help="print the build record")
-def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
-              threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
+def build_cmd(tools_path: str | None, catalog: str | None, domains: str | None, model: str,
+              base_url: tuple[str, ...], output: str, name: str, similarity: str, threshold: float, min_size: int,
+              max_size: int, queries: int, as_json: bool) -> None:
     """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
     from ..selection import build
+    from ..study.defaults import parse_domains
     from .outputs import output_file
 
-    output_file(output, option="--output", inputs=[tools_path])
-    tools = build.read_tools(tools_path)
+    if (tools_path is None) == (catalog is None):
+        raise ToolbiasError("give the tools with --tools FILE or --catalog SPEC (one of them)",
+                            fix="e.g. --tools tools.json or --catalog mcp-config:servers.json")
+    output_file(output, option="--output", inputs=[tools_path or (catalog or "").partition(":")[2]])
+    tools = build.read_tools(tools_path) if tools_path else build.catalog_tools(str(catalog), parse_domains(domains))
     settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
                                    max_size=max_size, queries=queries)
     provider = _provider(model, base_url, 1, None)

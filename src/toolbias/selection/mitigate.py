@@ -51,8 +51,9 @@ from ..base.canonical import sha256_of
 from ..base.engine import JobKind, Row, Writer, play
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
+from ..providers.textcalls import first_json
 from . import toolbench
-from .parse import match_name, strip_reasoning
+from .parse import match_name
 from .present import describe_parameters
 from .prompts import PAPER_FILTER
 from .records import SelectionRecord, Status, trial_key
@@ -117,23 +118,10 @@ def filter_messages(query: str, candidates: Sequence[SelectionTool], style: str 
     return [{"role": "system", "content": FILTER_SYSTEM}, {"role": "user", "content": user}]
 
 
-def _json_values(text: str) -> Any:
-    """The first JSON object or array in the text (after removing reasoning and code fences)."""
-    body = re.sub(r"```(?:json)?", "", strip_reasoning(text))
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"[\[{]", body):
-        try:
-            value, _ = decoder.raw_decode(body[m.start():])
-        except json.JSONDecodeError:
-            continue
-        return value
-    return None
-
-
 def parse_subset(text: str | None, names: Sequence[str]) -> Subset:
     if not text or not text.strip():
         return Subset(None, "empty answer")
-    value = _json_values(text)
+    value = first_json(text)
     if isinstance(value, dict):
         items = next((value[k] for k in SUBSET_KEYS if isinstance(value.get(k), list)), None)
         if items is None:
