@@ -49,19 +49,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
+    "reproduce": ("toolbias.cli.reproduce:reproduce",
+                  "Run a paper's protocol on your model and place it in the paper's tables."),
 }
 
 
 class LazyGroup(click.Group):
-    """A click group whose commands are :data:`COMMANDS`, each imported on first use."""
+    """A click group whose commands are :attr:`table` (:data:`COMMANDS` here), each imported on first use."""
+
+    table: dict[str, tuple[str, str]] = COMMANDS
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *self.commands})
+        return sorted({*self.table, *self.commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
-        entry = COMMANDS.get(cmd_name)
+        entry = self.table.get(cmd_name)
         if entry is None:
             return None
         module, _, attr = entry[0].partition(":")
@@ -75,7 +79,7 @@ class LazyGroup(click.Group):
         if names:
             limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
             # a command not yet imported shows its table help, worded by click as its own would be
-            rows = [(name, (self.commands.get(name) or click.Command(name, help=COMMANDS[name][1]))
+            rows = [(name, (self.commands.get(name) or click.Command(name, help=self.table[name][1]))
                      .get_short_help_str(limit)) for name in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

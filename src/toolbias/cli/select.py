@@ -20,7 +20,7 @@ from ..selection import study
 from ..selection.backbones import BACKBONE_NAMES
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
-from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
+from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, PICKS, aevaluate_filter, builtin_filter_set
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
 from ..selection.records import GroupKey
@@ -101,7 +101,18 @@ def report_table(report: BiasReport, title: str = "") -> Table:
                   _fmt(report.delta_model), "", "", style="bold")
     table.add_row("std (runs)", "", _fmt(report.std["delta_api"]), _fmt(report.std["delta_pos"]),
                   _fmt(report.std["delta_model"]), "", "")
+    ivs = report.extra.get("intervals")
+    if ivs:
+        table.add_row("95% CI (queries)", "", *(_span(ivs.get(m)) for m in ("delta_api", "delta_pos", "delta_model")),
+                      "", "")
     return table
+
+
+def _span(iv: dict[str, Any] | None) -> str:
+    """``[low, high]`` of a JSON interval (``n/a`` when absent)."""
+    if not iv or iv.get("low") is None or iv.get("high") is None:
+        return "n/a"
+    return f"[{iv['low']:.3f}, {iv['high']:.3f}]"
 
 
 def _emit(report: BiasReport, as_json: bool, title: str = "") -> None:
@@ -365,8 +376,10 @@ def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool
     if bool(records) == bool(store):
         raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
     if records:
+        from ..selection.intervals import with_intervals
+
         sels, unparsed = read_records(records)
-        _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
+        _emit(with_intervals(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), sels), as_json)
         return
     assert store is not None
     reports = _groups(store, rule, **filters)
@@ -433,13 +446,18 @@ def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    table = Table(title=f"cross-model agreement over {result.n_tools} tools")
-    for col in ("models", "Pearson", "Spearman"):
+    from ..selection.intervals import interval_dict
+
+    table = Table(title=f"cross-model agreement over {result.n_tools} tools",
+                  caption="95% intervals: Fisher z over the tools (Spearman: Fieller's standard error)")
+    for col in ("models", "Pearson", "95% CI", "Spearman", "95% CI"):
         table.add_column(col)
+    p_ci, s_ci = result.intervals("pearson"), result.intervals("spearman")
     for (a, b), v in result.pearson.items():
-        table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
+        table.add_row(f"{a} | {b}", _fmt(v), _span(interval_dict(p_ci[(a, b)])), _fmt(result.spearman[(a, b)]),
+                      _span(interval_dict(s_ci[(a, b)])))
     table.add_section()
-    table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
+    table.add_row("mean", _fmt(result.mean_pearson), "", _fmt(result.mean_spearman), "")
     Console().print(table)
 
 @select.command("explain")
@@ -591,27 +609,46 @@ def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: 
 @click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
               help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
                    "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
+@click.option("--pick", type=click.Choice(PICKS), default="model", show_default=True,
+              help="model: end to end, the selecting model sees only the drawn function (plus Finish) and its "
+                   "answer is the selection; draw: the uniform draw itself is recorded")
+@click.option("--filter-backbone", type=click.Choice(BACKBONE_NAMES),
+              help="with --paper: the filter's backbone settings [default: inferred from --filter-model; the "
+                   "authors' filter was Qwen3-14B: temperature 0.5, 512 tokens, stop End Action, no thinking]")
 @_model_options
-def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
-                 base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
-                 concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
-    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
-    style = filter_style or ("paper" if options.get("paper") else "toolbias")
+def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str, pick: str,
+                 filter_backbone: str | None, base_url: tuple[str, ...], benchmark: str, queries: int | None,
+                 clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
+                 **options: Any) -> None:
+    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter, uniform
+    draw, and, end to end, the model's answer when shown only the drawn function)."""
+    from ..selection.backbones import get_backbone, paper_settings
+
+    paper = bool(options.get("paper"))
+    style = filter_style or ("paper" if paper else "toolbias")
     bench = _bench(benchmark, queries, clusters)
     settings = _settings(options, model or filter_model)
-    filt = _provider(filter_model, base_url, concurrency, cache)
+    filter_settings = None
+    if paper:
+        fbb, why = get_backbone(filter_backbone, filter_model)
+        filter_settings = paper_settings(fbb, runs=settings.runs)
+        _console().print(f"filter backbone: {filter_settings.backbone_label} ({why})", highlight=False,
+                         markup=False)
+    elif filter_backbone:
+        raise ToolbiasError("--filter-backbone applies to the paper's protocol", fix="add --paper")
+    filt = _provider(filter_model, base_url, concurrency, cache, filter_settings)
     chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
         _provider(model or filter_model, base_url, concurrency, cache, settings)
     with SelectionStore(store) as st:
         result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
             chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
-            filter_style=style, seed=settings.seed or 0))
+            filter_style=style, seed=settings.seed or 0, filter_settings=filter_settings, pick=pick))
     _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
     cov = result.coverage
     if as_json:
         click.echo(json.dumps({"before": result.before.to_dict(),
-                               "after": result.after.to_dict() if result.after else None, "coverage": cov},
-                              indent=2))
+                               "after": result.after.to_dict() if result.after else None, "coverage": cov,
+                               "figures": result.figures}, indent=2))
         return
     Console().print(report_table(result.before, result.before.label))
     if result.after is not None:
@@ -620,17 +657,56 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
         click.echo("after: no mitigated trial selected a tool")
     click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
                f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
-    q = cov.get("filter_quality") or {}
-    if q:
-        click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
-                   f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
+    Console().print(mitigation_table(result.figures))
+
+
+def mitigation_table(figures: dict[str, Any]) -> Table:
+    """δ before and after, coverage and the filter's scores, each with its 95% interval."""
+    from ..selection.intervals import format_interval
+    from ..study.stats import Interval
+
+    def iv(d: dict[str, Any] | None) -> str:
+        if not d or d.get("estimate") is None:
+            return "n/a"
+        nan = float("nan")
+        return format_interval(Interval(d["estimate"], nan if d["low"] is None else d["low"],
+                                        nan if d["high"] is None else d["high"], d["n"]))
+
+    table = Table(title="mitigation end to end (95% intervals: δ bootstrap over queries, shares Wilson, "
+                        "filter bootstrap over trials)")
+    table.add_column("figure")
+    table.add_column("before")
+    table.add_column("after")
+    for m, v in figures["delta"].items():
+        table.add_row(m.replace("delta_", "δ "), iv(v["before"]), iv(v["after"]))
+    pos = figures["positions"]
+    for j in range(max(len(pos["before"]), len(pos["after"]))):
+        b = pos["before"][j] if j < len(pos["before"]) else None
+        a = pos["after"][j] if j < len(pos["after"]) else None
+        table.add_row(f"share at position {j + 1}", iv(b), iv(a))
+    table.add_section()
+    names = {"filter_kept": "filter kept a candidate", "task": "task served (a tool selected)",
+             "took_draw": "model took the drawn function"}
+    for k, v in figures["coverage"].items():
+        table.add_row(names.get(k, k), "", iv(v))
+    for k, v in figures["filter"].items():
+        table.add_row(f"filter {k.replace('_', ' ')} (every cluster tool able)", "", iv(v))
+    return table
+
 
 @select.command("filter-eval")
 @click.option("--filter-model", help="the filter model to evaluate")
 @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
                                     "ground truth is read beside it)")
-@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
-              show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
+              help="toolbias: numbered list, JSON answer; paper: the paper's prompt [default: toolbias; "
+                   "--paper: paper]")
+@click.option("--paper", is_flag=True, help="the authors' filter settings (PROTOCOL.md 5): their prompt, temperature "
+                                            "0.5, top-p 1, 512 tokens, no seed, the backbone's stop and thinking "
+                                            "switch (options given explicitly still apply)")
+@click.option("--backbone", type=click.Choice(BACKBONE_NAMES),
+              help="with --paper: the filter's backbone [default: inferred from --filter-model]")
+@click.option("--temperature", type=float, help="[default: 0; --paper: 0.5]")
 @click.option("--set", "eval_set", default="builtin", show_default=True,
               help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
 @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
@@ -639,13 +715,15 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
 @base_url_option
 @store_option(DEFAULT_STORE)
 @concurrency_option
-@click.option("--max-tokens", type=int, default=256, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-tokens", type=int, help="[default: 256; --paper: 512]")
+@click.option("--seed", type=int, default=0, show_default=True, help="sampling seed (--paper: none) and the "
+                                                                      "built-in set's draw")
 @click.option("--cache")
 @click.option("--json", "as_json", is_flag=True)
-def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
-                    benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
-                    concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
+def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str | None, paper: bool,
+                    backbone: str | None, temperature: float | None, eval_set: str, benchmark: str,
+                    per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str, concurrency: int,
+                    max_tokens: int | None, seed: int, cache: str | None, as_json: bool) -> None:
     """Filter quality: micro precision, micro recall and exact match, overall and by K."""
     from ..providers.base import GenerateConfig
     from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
@@ -666,12 +744,25 @@ def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_st
     else:
         raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
     examples = examples[:limit] if limit else examples
-    filt = _provider(filter_model, base_url, concurrency, cache)
-    config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
+    fsettings = None
+    if paper:
+        from ..selection.backbones import get_backbone, paper_settings
+
+        bb, why = get_backbone(backbone, filter_model)
+        fsettings = paper_settings(bb, temperature=temperature, max_tokens=max_tokens, runs=1)
+        _console().print(f"filter backbone: {fsettings.backbone_label} ({why})", highlight=False, markup=False)
+        config = fsettings.config()
+    elif backbone:
+        raise ToolbiasError("--backbone applies to the paper's settings", fix="add --paper")
+    else:
+        config = GenerateConfig(temperature=0.0 if temperature is None else temperature,
+                                max_tokens=max_tokens or 256, seed=seed)
+    filt = _provider(filter_model, base_url, concurrency, cache, fsettings)
+    style = filter_style or ("paper" if paper else "toolbias")
     with SelectionStore(store) as st:
         scores, rows = study.in_session([filt], lambda: aevaluate_filter(
             filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
-            filter_style=filter_style))
+            filter_style=style))
     errors = sum(1 for r in rows if r["status"] == "error")
     if errors:
         _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")

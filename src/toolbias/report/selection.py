@@ -25,7 +25,14 @@ from ..errors import ToolbiasError
 from ..selection.metrics import METRICS, BiasReport
 from ..selection.perturb import perturbation_effects
 from ..selection.records import GroupKey
-from ..selection.results import BASE, MITIGATED, agreements, filter_scores_from, reports_from
+from ..selection.results import (
+    BASE,
+    MITIGATED,
+    MITIGATED_CONDITIONS,
+    agreements,
+    filter_scores_from,
+    reports_from,
+)
 from ..selection.store import SelectionStore
 from .figures import png_base64
 
@@ -400,17 +407,18 @@ def html_fragments(store: str | Path) -> list[tuple[str, str]]:
     for k, r in reports.items():
         groups[replace(k, condition="")][k.condition] = r
     for setting, conds in groups.items():
-        perturbed = {c: r for c, r in conds.items() if c not in (BASE, MITIGATED)}
+        perturbed = {c: r for c, r in conds.items() if c != BASE and c not in MITIGATED_CONDITIONS}
         if BASE in conds and perturbed:
             effects = perturbation_effects(conds[BASE], perturbed)
             out.append((f"Perturbations: {setting.label}",
                         "".join(sections(effects=effects, base=conds[BASE]))))
     for k, after in reports.items():
-        if k.condition != MITIGATED:
+        if k.condition not in MITIGATED_CONDITIONS:
             continue
         before = {f"before: {b.model} ({b.presentation})": r for b, r in reports.items()
                   if b.condition == BASE and b.benchmark == k.benchmark}
-        pair = {**before, f"after: filter {k.model} + uniform draw": after}
+        how = "uniform draw" if k.condition == MITIGATED else "uniform draw + the model's answer (end to end)"
+        pair = {**before, f"after: filter {k.model} + {how}": after}
         out.append((f"Mitigation ({k.benchmark})", "".join(sections(mitigation=pair))))
     for label, s in scores.items():
         out.append((f"Filter quality: {label}", "".join(sections(filter_scores=s))))
