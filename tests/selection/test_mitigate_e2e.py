@@ -100,3 +100,21 @@ def test_pick_draw_records_the_draw(tmp_path) -> None:
         recs = st.records(condition="mitigated")
     assert len(recs) == 20 and len({r.api for r in recs}) > 1
     assert all(r.api == r.order[r.position] for r in recs)
+
+
+def test_filter_eval_paper_sends_the_authors_filter_settings(tmp_path) -> None:
+    with servers.FakeOpenAIServer(models=("Qwen/Qwen3-14B",), responder=scripted("drawn")) as srv:
+        result = CliRunner().invoke(cli, [
+            "select", "filter-eval", "--filter-model", "openai:Qwen/Qwen3-14B", "--paper", "--base-url",
+            srv.base_url, "--per-cluster", "1", "--limit", "4", "--store", str(tmp_path / "f.db"), "--json"],
+            catch_exceptions=False)
+        bodies = list(srv.requests)
+    assert result.exit_code == 0, result.output
+    assert "filter backbone: qwen" in result.stderr
+    assert len(bodies) == 4
+    for b in bodies:
+        assert FILTER_MARK in b["messages"][-1]["content"]
+        assert b["temperature"] == 0.5 and b["max_tokens"] == 512 and b["top_p"] == 1.0 and "seed" not in b
+        assert b["stop"] == ["End Action"] and b["chat_template_kwargs"] == {"enable_thinking": False}
+    scores = json.loads(result.stdout)
+    assert scores["n"] == 4 and scores["micro_recall"] == 1.0       # the server keeps every candidate

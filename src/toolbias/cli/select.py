@@ -480,17 +480,27 @@ def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **
               help="paper features: shuffles of the rates within clusters for the chance baseline")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--html", "html_path", help="paper features: also write the fits as an HTML page (fits no better "
+                                          "than chance flagged)")
 def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
                 presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
-                seed: int, as_json: bool) -> None:
+                seed: int, as_json: bool, html_path: str | None) -> None:
     """Explain selection rates by tool features (linear regression and random forest)."""
     from ..selection import paper_features as pf
     from ..selection.features import explain
 
     if sum(bool(x) for x in (records, store, table_path)) != 1:
         raise ToolbiasError("give one of: a records file, --store or --table")
+    if html_path:
+        from .outputs import output_file
+
+        if feature_set != "paper":
+            raise ToolbiasError("--html writes the paper features' fits", fix="leave --features toolbias out")
+        output_file(html_path, option="--html", inputs=[records, store, table_path])
     if table_path:
-        _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
+        results = pf.explain_table(table_path, permutations=permutations, seed=seed)
+        _write_explain_html(results, html_path)
+        _print_paper_explanations(results, as_json)
         return
     similarity, note = pf.resolve_similarity(similarity)
     if note:
@@ -508,6 +518,7 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
     if feature_set == "paper":
         result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
                                      permutations=permutations, seed=seed)
+        _write_explain_html({who: result}, html_path)
         _print_paper_explanations({who: result}, as_json)
         return
     old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
@@ -527,6 +538,23 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
                f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
     if old.absent:
         click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+def _write_explain_html(results: dict[str, Any], path: str | None) -> None:
+    """The fits as a self-contained HTML page (each fit no better than chance flagged)."""
+    if not path:
+        return
+    import html as _html
+
+    from ..report.html import CSP, CSS
+    from ..report.selection import explanation_sections
+
+    page = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>toolbias select explain - {_html.escape(', '.join(results))}</title><style>{CSS}</style>"
+            "</head><body><main>" + "".join(explanation_sections(results)) + "</main></body></html>")
+    Path(path).write_text(page, encoding="utf-8")
+    _console().print(f"wrote {path}", highlight=False)
+
 
 def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
     if as_json:
