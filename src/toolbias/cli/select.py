@@ -930,30 +930,58 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
 
 
 @select.command("build")
-@click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+@click.option("--tools", "tools_path", required=True,
+              help="tool definitions (OpenAI, MCP, ...; JSON); --method paper also takes {\"providers\": {name: tools}}")
 @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
 @base_url_option
 @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+@click.option("--method", type=click.Choice(["threshold", "paper"]), default="threshold", show_default=True,
+              help="threshold: similarity clusters confirmed by the model; paper: the authors' way (seed tools, "
+                   "nearest endpoint per provider, outlier rounds, groups of more than three)")
+@click.option("--seeds", "seeds_path", help="--method paper: hand-written seed tools, a JSON list of "
+                                            "{\"name\", \"description\"} (one per cluster)")
 @click.option("--name", default="custom", show_default=True, help="benchmark name")
 @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
-@click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
-@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="threshold: cosine similarity "
+                                                                              "joining tools")
+@click.option("--min-size", type=int, help="smallest cluster kept [default: threshold 2; paper 4, more than three]")
 @click.option("--max-size", type=int, default=5, show_default=True)
-@click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+@click.option("--queries", type=int, help="queries per cluster [default: threshold 20; paper 100]")
+@click.option("--pool", type=int, default=8, show_default=True, help="paper: providers taken per seed")
+@click.option("--rounds", type=int, default=5, show_default=True, help="paper: outlier-removal rounds at most")
+@click.option("--batch", type=int, default=20, show_default=True, help="paper: queries asked per call")
 @click.option("--json", "as_json", is_flag=True, help="print the build record")
-def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
-              threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
-    """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, method: str,
+              seeds_path: str | None, name: str, similarity: str, threshold: float, min_size: int | None,
+              max_size: int, queries: int | None, pool: int, rounds: int, batch: int, as_json: bool) -> None:
+    """Build a selection benchmark from your own tools (threshold clusters, or the authors' method)."""
     from ..selection import build
     from .outputs import output_file
 
-    output_file(output, option="--output", inputs=[tools_path])
-    tools = build.read_tools(tools_path)
-    settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
-                                   max_size=max_size, queries=queries)
+    output_file(output, option="--output", inputs=[tools_path, seeds_path])
     provider = _provider(model, base_url, 1, None)
-    bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
-                                                                      settings=settings))
+    if method == "paper":
+        from ..selection import build_paper
+
+        if not seeds_path:
+            raise ToolbiasError("--method paper starts from hand-written seed tools", where="--seeds",
+                                fix='give --seeds FILE, a JSON list of {"name", "description"}')
+        ptools = build_paper.read_provider_tools(tools_path)
+        seeds = build_paper.read_seeds(seeds_path)
+        psettings = build_paper.PaperBuildSettings(similarity=similarity, pool=pool, rounds=rounds,
+                                                   min_tools=min_size or 4, max_size=max_size,
+                                                   queries=queries or 100, batch=batch)
+        bench, record = study.in_session([provider], lambda: build_paper.abuild_paper(
+            provider, ptools, seeds, name=name, settings=psettings))
+    else:
+        if seeds_path:
+            raise ToolbiasError("--seeds belongs to the paper's method", fix="add --method paper")
+        tools = build.read_tools(tools_path)
+        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size or 2,
+                                       max_size=max_size, queries=queries or 20)
+        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                          settings=settings))
+        record = {"method": "threshold", **record}
     build.write_benchmark(bench, record, output)
     if as_json:
         click.echo(json.dumps(record, indent=2))

@@ -1,4 +1,6 @@
-"""Build a selection benchmark from your own tools, the paper's way: embed, cluster, confirm, generate queries.
+"""Build a selection benchmark from your own tools (``select build --method threshold``): embed, cluster by a
+similarity threshold, confirm, generate queries. The authors' own method (seed tools, nearest endpoint per
+provider, outlier rounds) is :mod:`.build_paper` (``--method paper``).
 
 1. **Embed** each tool's ``name: description`` (the packaged all-MiniLM-L6-v2, :mod:`.embed`; or TF-IDF).
 2. **Cluster** candidates: tools joined when their cosine similarity is at least ``threshold``
@@ -106,7 +108,8 @@ def candidates(sim: np.ndarray, settings: BuildSettings) -> list[list[int]]:
     return sorted(out)
 
 
-def _json(text: str | None) -> Any:
+def json_answer(text: str | None) -> Any:
+    """The first JSON value in a model's answer (reasoning and code fences removed), or None."""
     body = re.sub(r"```(?:json)?", "", strip_reasoning(text or ""))
     decoder = json.JSONDecoder()
     for m in re.finditer(r"[\[{]", body):
@@ -133,7 +136,7 @@ async def abuild(model: ModelAPI, tools: Sequence[SelectionTool], *, name: str =
         group = [tools[i] for i in members]
         out = await model.generate([{"role": "user", "content": CONFIRM_PROMPT + _listing(group)}], [], None,
                                    settings.config)
-        answer = _json(out.content)
+        answer = json_answer(out.content)
         named = answer.get("equivalent") if isinstance(answer, Mapping) else answer
         names = {t.name for t in group}
         kept = [t for t in group if isinstance(named, list) and t.name in named]
@@ -142,7 +145,7 @@ async def abuild(model: ModelAPI, tools: Sequence[SelectionTool], *, name: str =
             continue
         out = await model.generate([{"role": "user", "content": QUERY_PROMPT.replace("{n}", str(settings.queries))
                                      + _listing(kept)}], [], None, settings.config)
-        queries = _json(out.content)
+        queries = json_answer(out.content)
         queries = [q.strip() for q in queries if isinstance(q, str) and q.strip()] if isinstance(queries, list) else []
         queries = [q for q in dict.fromkeys(queries) if not any(t.name.casefold() in q.casefold() for t in kept)]
         if not queries:
