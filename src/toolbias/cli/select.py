@@ -929,6 +929,109 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
                f"{progress.errors} infrastructure errors) in {output}")
 
 
+@select.command("train-cpt")
+@click.option("--corpus", required=True, help="the JSONL corpus (`select pretrain-corpus` writes it)")
+@click.option("--model", required=True, help="base causal LM: a Hugging Face id or a local folder")
+@click.option("-o", "--output", "output_dir", required=True, help="folder for the adapter and checkpoints")
+@click.option("--max-steps", type=int, help="stop after this many optimizer steps [default: one epoch]")
+@click.option("--batch-size", type=int, help="per-device batch [default: 2, the authors']")
+@click.option("--grad-accum", type=int, help="gradient accumulation [default: 8]")
+@click.option("--lr", type=float, help="learning rate [default: 5e-5]")
+@click.option("--embedding-lr", type=float, help="learning rate of embed_tokens and lm_head [default: 5e-6]")
+@click.option("--rank", type=int, help="LoRA r [default: 128]")
+@click.option("--max-length", type=int, help="tokens per document [default: 2048]")
+@click.option("--save-steps", type=int, help="checkpoint every N steps [default: 52]")
+@click.option("--bf16/--no-bf16", default=None, help="[default: bf16 where the GPU supports it]")
+def train_cpt_cmd(corpus: str, model: str, output_dir: str, max_steps: int | None, batch_size: int | None,
+                  grad_accum: int | None, lr: float | None, embedding_lr: float | None, rank: int | None,
+                  max_length: int | None, save_steps: int | None, bf16: bool | None) -> None:
+    """LoRA continued pre-training on the biased corpus with the authors' settings (PROTOCOL.md 7; needs
+    toolbias[train])."""
+    from ..selection import cpt
+
+    given = {"max_steps": max_steps, "per_device_train_batch_size": batch_size,
+             "gradient_accumulation_steps": grad_accum, "learning_rate": lr, "max_length": max_length,
+             "save_steps": save_steps, "bf16": bf16}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    cpt.train_cpt(corpus, model, output_dir, overrides=overrides,
+                  embedding_lr=cpt.PAPER_EMBEDDING_LR if embedding_lr is None else embedding_lr,
+                  lora={"r": rank} if rank else None,
+                  on_note=lambda n: _console().print(n, highlight=False, markup=False))
+    click.echo(f"adapter written to {output_dir}")
+
+
+@select.command("eval-cpt")
+@click.option("--model", "models", multiple=True, required=True,
+              help="a served model to score (repeat: the base, then its adapter's name, e.g. vLLM --lora-modules)")
+@base_url_option
+@click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
+@click.option("--cluster", default="8", show_default=True, help="the prompts' cluster (the authors': 8)")
+@click.option("--target", "target_api", type=int, default=2, show_default=True,
+              help="0-based index of the promoted API in the cluster (the authors': 2, Text Language by API-Ninjas)")
+@click.option("--sample", type=int, help="only the first N queries (x their rotations)")
+@click.option("--temperature", type=float, default=0.5, show_default=True)
+@click.option("--max-tokens", type=int, default=512, show_default=True)
+@click.option("-o", "--output", help="also write every completion (JSONL)")
+@concurrency_option
+@click.option("--json", "as_json", is_flag=True)
+def eval_cpt_cmd(models: tuple[str, ...], base_url: tuple[str, ...], benchmark: str, cluster: str, target_api: int,
+                 sample: int | None, temperature: float, max_tokens: int, output: str | None, concurrency: int,
+                 as_json: bool) -> None:
+    """Score a base model and its adapter on the cluster's text prompts as raw completions, read with the
+    authors' parse: the target API's share with 95% Wilson intervals (PROTOCOL.md 7)."""
+    from dataclasses import replace as _replace
+
+    from ..providers.openai import OpenAIProvider
+    from ..selection import cpt
+    from ..selection.reproduce import paper_values
+    from .outputs import output_file
+
+    if output:
+        output_file(output, option="--output")
+    bench = load_benchmark(benchmark)
+    prompts = cpt.cpt_prompts(bench, cluster, queries=sample)
+    names = cpt.cpt_names(bench, cluster)
+    if not 0 <= target_api < len(names):
+        raise ToolbiasError(f"--target {target_api} outside 0..{len(names) - 1}", where=f"cluster '{cluster}'")
+    config = _replace(cpt.EVAL_CONFIG, temperature=temperature, max_tokens=max_tokens)
+    sink = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+
+    def write(row: dict[str, Any]) -> None:
+        if sink is not None:
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    results = []
+    try:
+        for spec in models:
+            raw = make_provider(spec, **({"base_urls": list(base_url)} if base_url else {}))
+            model = cpt.completions_model(raw) if isinstance(raw, OpenAIProvider) else raw
+
+            async def score(m: ModelAPI = model) -> Any:
+                return await cpt.aevaluate_cpt(m, prompts, names, target=target_api, config=config,
+                                               concurrency=concurrency, on_output=write)
+
+            results.append(study.in_session([model], score).to_dict())
+    finally:
+        if sink:
+            sink.close()
+    paper = paper_values()["continued_pretraining"]
+    if as_json:
+        click.echo(json.dumps({"prompts": len(prompts), "apis": [n for n, _ in names], "models": results,
+                               "paper": paper}, indent=2))
+        return
+    table = Table(title=f"{names[target_api][0]}'s share over recognised outputs ({len(prompts)} prompts; 95% "
+                        "Wilson intervals)", caption=f"paper: {paper['source']}")
+    for col in ("model", "outputs", "recognised", "target share", *(n for n, _ in names)):
+        table.add_column(col)
+    for r in results:
+        t = r["target_share"]
+        table.add_row(r["model"], str(r["outputs"]), str(r["recognised"]),
+                      f"{_fmt(t['estimate'])} {_span(t)}", *(_fmt(s["estimate"]) for s in r["shares"]))
+    Console().print(table)
+    click.echo("paper (Qwen3-8B base, then its checkpoints): " + ", ".join(
+        f"step {row['checkpoint']}: {row['share']:.3f}" for row in paper["rows"]))
+
+
 @select.command("build")
 @click.option("--tools", "tools_path", required=True,
               help="tool definitions (OpenAI, MCP, ...; JSON); --method paper also takes {\"providers\": {name: tools}}")
