@@ -69,7 +69,8 @@ def test_an_offline_chooser_is_placed_among_the_papers_models(tmp_path) -> None:
     assert result["settings"]["temperature"] == 0.5 and result["settings"]["max_tokens"] == 512
 
 
-def test_without_a_benchmark_it_says_where_to_find_the_papers(tmp_path, capsys) -> None:
+def test_without_a_benchmark_it_says_where_to_find_the_papers(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)                                    # no ../shared/data/biasbusters from here
     code, out, err = run_cli(capsys, "reproduce", "selection", "--model", "chooser:first", "--store",
                              str(tmp_path / "r.db"))
     assert code == 2 and "biasbusters:DIR" in err and "TOOLBIAS_BIASBUSTERS" in err and "Traceback" not in err

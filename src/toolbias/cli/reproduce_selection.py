@@ -22,6 +22,8 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 
 #: where the authors' BiasBusters files are found when --benchmark is not given
 DATA_ENV = "TOOLBIAS_BIASBUSTERS"
+#: else here, as `select pretrain-corpus` and `select paper` look
+DEFAULT_DATA = "../shared/data/biasbusters"
 
 
 def _benchmark_spec(given: str | None) -> str:
@@ -30,6 +32,8 @@ def _benchmark_spec(given: str | None) -> str:
     folder = os.environ.get(DATA_ENV)
     if folder:
         return f"biasbusters:{folder}"
+    if Path(DEFAULT_DATA, "duplicate_api_clusters.json").is_file():
+        return f"biasbusters:{DEFAULT_DATA}"
     raise ToolbiasError("which benchmark? The paper's table was measured on the authors' ten clusters",
                         where="--benchmark", fix=f"give --benchmark biasbusters:DIR (the folder of "
                                                  f"duplicate_api_clusters.json), or set {DATA_ENV}=DIR; "
@@ -140,8 +144,8 @@ def html_page(result: Mapping[str, Any]) -> str:
 @click.option("--backbone", type=click.Choice(BACKBONE_NAMES),
               help="the paper's per-backbone settings (PROTOCOL.md 1.6) [default: inferred from --model, printed]")
 @click.option("--sample", type=int, help="only the first N queries of each cluster (intervals widen accordingly)")
-@click.option("--benchmark", help=f"biasbusters:DIR, the authors' clusters [default: biasbusters:${DATA_ENV}]; "
-                                  "builtin or FILE.json run another benchmark")
+@click.option("--benchmark", help=f"biasbusters:DIR, the authors' clusters [default: biasbusters:${DATA_ENV}, else "
+                                  f"biasbusters:{DEFAULT_DATA}]; builtin or FILE.json run another benchmark")
 @click.option("--runs", type=int, help="repetitions of the benchmark [default: 3, the paper's]")
 @click.option("--temperatures", help="also run these temperatures (comma list): the paper's temperature rows")
 @click.option("--prompts", help="also run these system prompts (comma list of similar, adj, file:PATH): the "
