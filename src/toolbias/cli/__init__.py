@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -47,17 +48,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
     "recommend": ("toolbias.cli.recommend:recommend_cmd",
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "reproduce": ("toolbias.cli.reproduce:reproduce",
+                  "Run a paper's protocol on your model and print it among the paper's models."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
-    "reproduce": ("toolbias.cli.reproduce:reproduce",
-                  "Run a paper's protocol on your model and place it in the paper's tables."),
 }
 
 
 class LazyGroup(click.Group):
-    """A click group whose commands are :attr:`table` (:data:`COMMANDS` here), each imported on first use."""
+    """A click group whose commands are a table like :data:`COMMANDS` (the default), each imported on
+    first use; a command group of its own passes ``table=``."""
 
-    table: dict[str, tuple[str, str]] = COMMANDS
+    def __init__(self, *args: Any, table: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.table = COMMANDS if table is None else table
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.table, *self.commands})

@@ -1,10 +1,6 @@
-"""CLI: ``toolbias reproduce ...``, a paper's protocol run on the user's model and set in the paper's tables.
+"""CLI: ``toolbias reproduce``: a paper's protocol run on the user's model, printed among the paper's models.
 
-Each subcommand lives in its own module, listed in :data:`SUBCOMMANDS` and imported only when it runs
-(the same lazy group as the top-level commands, :class:`toolbias.cli.LazyGroup`): ``selection``
-(:mod:`.reproduce_selection`, the BiasBusters tool-selection study). Another subcommand (``schema``)
-adds one line to the table and its own module.
-"""
+Each subcommand lives in its own module, imported only when it runs."""
 
 from __future__ import annotations
 
@@ -12,17 +8,15 @@ import click
 
 from . import LazyGroup
 
-#: subcommand -> ("module:attribute", short help)
+#: name -> ("module:attribute", short help), as :data:`toolbias.cli.COMMANDS`
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "schema": ("toolbias.cli.reproduce_schema:schema_cmd",
+               "The schema-bias paper's protocol on your model, beside Figure 2's eleven models."),
     "selection": ("toolbias.cli.reproduce_selection:selection_cmd",
                   "Tool-selection bias: the BiasBusters protocol on your model, beside the paper's seven models."),
 }
 
 
-class ReproduceGroup(LazyGroup):
-    table = SUBCOMMANDS
-
-
-@click.group("reproduce", cls=ReproduceGroup)
+@click.group("reproduce", cls=LazyGroup, table=SUBCOMMANDS)
 def reproduce() -> None:
-    """Run a paper's protocol on your model and place it in the paper's tables."""
+    """Run a paper's protocol on your model and print it among the paper's models."""
