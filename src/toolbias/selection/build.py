@@ -1,4 +1,6 @@
-"""Build a selection benchmark from your own tools, the paper's way: embed, cluster, confirm, generate queries.
+"""Build a selection benchmark from your own tools (``select build --method threshold``): embed, cluster by a
+similarity threshold, confirm, generate queries. The authors' own method (seed tools, nearest endpoint per
+provider, outlier rounds) is :mod:`.build_paper` (``--method paper``).
 
 1. **Embed** each tool's ``name: description`` (the packaged all-MiniLM-L6-v2, :mod:`.embed`; or TF-IDF).
 2. **Cluster** candidates: tools joined when their cosine similarity is at least ``threshold``
