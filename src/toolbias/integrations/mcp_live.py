@@ -105,8 +105,21 @@ async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
 
         params = StdioServerParameters(command=server["command"], args=server["args"],
                                        env=server["env"] or None, cwd=server.get("cwd"))
-        streams = await stack.enter_async_context(stdio_client(params))
+        streams = await stack.enter_async_context(stdio_client(params, errlog=_server_log()))
     return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+
+
+def _server_log() -> Any:
+    """Where a stdio server's stderr goes: ours, when it is a real file (the SDK hands it to the
+    subprocess, which needs a file descriptor: a captured or notebook stderr has none), else the
+    process's original stderr."""
+    import sys
+
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
 
 
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
