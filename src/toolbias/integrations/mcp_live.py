@@ -130,16 +130,20 @@ async def list_all_tools(session: Any) -> list[dict[str, Any]]:
 
 
 def _errlog(stack: Any) -> Any:
-    """Where a stdio server's own stderr goes: this process's, when it is a real file (a caller that
-    replaced ``sys.stderr`` with an object without a descriptor gets the server's words discarded)."""
+    """Where a stdio server's own stderr goes (the SDK hands it to the subprocess, which needs a file
+    descriptor): ours when it is a real file, else the process's original stderr (a captured or
+    notebook ``sys.stderr`` has none), else nowhere."""
     import os
     import sys
 
-    try:
-        sys.stderr.fileno()
-        return sys.stderr
-    except (AttributeError, OSError, ValueError):
-        return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
 
 
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
