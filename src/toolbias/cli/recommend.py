@@ -51,7 +51,7 @@ def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants:
 
     if export_dir:
         output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2]])
-    check_protocol(protocol)
+    check_protocol(protocol, "recommend")
     rule = "" if match == "auto" else f"|{match}"
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
                        concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}{rule}",

@@ -1,0 +1,291 @@
+"""The environment of a paper-protocol episode: calls answered as the artifact's ``SimEnv`` answers them.
+
+The artifact (``toolschema/simenv.py``) reads a variant through a *call map*: each tool the model
+sees is either a plain tool standing for one native tool (``named``: a renamed, reordered or
+stripped one, or the native tool itself), or a dispatcher over several (``execute``: a merge,
+in the flat, nested or union encoding). It validates nothing beyond that map: a call to an
+exposed tool runs with whatever arguments it has (missing, extra, mistyped), a dispatcher is
+checked for its operation only, and only a name the map lacks is rejected.
+
+:class:`PaperCallMap` derives that map from a toolbias codec, one domain at a time, by asking each
+layer of the codec how it encodes a call of each tool beneath it (the codec's public ``encode``
+contract): a call that comes out under another name with the same arguments is a plain tool;
+one that comes out as ``{"operation": op, "op::arg": ...}``, ``{"operation": op, "arguments":
+{...}}`` or ``{op: {...}}`` is a dispatcher in the flat, nested or union encoding. A layer whose
+calls take any other form (splits, transactions, references, discovery) is not reproduced yet:
+:meth:`PaperCallMap.check` refuses such a variant with :class:`ProtocolNotImplemented`.
+
+:class:`PaperEnv` plays one episode on that map, as ``SimEnv`` does:
+
+* a name the map lacks: under hard control (``--control strict``) rejected with
+  ``{"error": "Unknown function `x`. Use only the provided tools."}``; under loose control
+  (``lenient``) executed as a native action of that name, answered ``{"status": "ok"}``;
+* a plain tool: executed as its native tool (fixed values first, then the call's arguments),
+  answered ``{"status": "ok", "executed": NAME}``;
+* a dispatcher: under hard control, an operation outside its list (and, nested or union, keys
+  that belong to no operation) is rejected with the artifact's message; under loose control the
+  same problems are flags (``bad_execute``, ``bad_operation``) and the operation it names runs,
+  whatever it is; a call that names none is ``{"error": "call could not be executed"}``.
+
+Every text is ``json.dumps`` of the answer with the standard library's defaults (ASCII escapes,
+``", "`` and ``": "`` separators), as the artifact writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog.model import NativeAction
+from ..operators.base import Call
+from ..variants.codec import Codec, Decoded, Outcome
+from .paper_protocol import ProtocolNotImplemented
+
+ENCODINGS = ("flat", "nested", "union")
+#: the artifact's discriminator and nested-arguments keys
+_OPERATION, _ARGUMENTS = "operation", "arguments"
+
+
+@dataclass(frozen=True)
+class Plain:
+    """A tool the model sees that stands for one native tool, with ``fixed`` values."""
+
+    native: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Dispatch:
+    """A dispatcher over native tools: its encoding, its operations (in order, as the model names
+    them) and each operation's native tool and parameters."""
+
+    encoding: str
+    ops: list[str] = field(default_factory=list)
+    native_of: dict[str, str] = field(default_factory=dict)
+    params: dict[str, list[str]] = field(default_factory=dict)
+
+    def problem(self, args: Mapping[str, Any]) -> str | None:
+        """The artifact's reason to refuse a call of this dispatcher, or None."""
+        if self.encoding == "union":
+            present = _objects(args)
+            extra = [k for k, v in args.items() if k not in self.ops and not _empty_or_object(v)]
+            if extra:
+                return f"unknown union keys {extra}"
+            if not present:
+                return "expected exactly one operation object; got none"
+            if len(present) > 1:
+                return f"expected exactly one operation object; got {present}"
+            one = present[0]
+            unknown = [k for k in args[one] if k not in self.params.get(one, [])]
+            return f"arguments {unknown} do not belong to `{one}`" if unknown else None
+        op: Any = args.get(_OPERATION)
+        if op not in self.ops:
+            return f"operation must be one of {self.ops}"
+        if self.encoding == "nested":
+            payload = args.get(_ARGUMENTS)
+            if not isinstance(payload, dict):
+                return "`arguments` must be an object"
+            unknown = [k for k in payload if k not in self.params.get(op, [])]
+            if unknown:
+                return f"arguments {unknown} do not belong to `{op}`"
+            extra = [k for k in args if k not in (_OPERATION, _ARGUMENTS)]
+            if extra:
+                return f"unexpected top-level keys {extra}"
+        return None
+
+    def read(self, args: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The operation a call names (None: none) and its native arguments, as the artifact reads them."""
+        if self.encoding == "union":
+            present = _objects(args)
+            return (present[0], dict(args[present[0]])) if len(present) == 1 else (None, {})
+        if self.encoding == "nested":
+            payload = args.get(_ARGUMENTS)
+            return args.get(_OPERATION), dict(payload) if isinstance(payload, dict) else {}
+        native: dict[str, Any] = {}
+        for key, value in args.items():
+            if key == _OPERATION or _omitted(value):
+                continue
+            native[key.split("::", 1)[1] if "::" in key else key] = value
+        return args.get(_OPERATION), native
+
+
+def _omitted(value: Any) -> bool:
+    """``""`` or null: a flat dispatcher's way of leaving an argument out."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def _empty_or_object(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value == "") or (isinstance(value, dict) and not value)
+
+
+def _objects(args: Mapping[str, Any]) -> list[str]:
+    """The keys of a union call whose value is a non-empty object (the operations it names)."""
+    return [k for k, v in args.items() if isinstance(v, dict) and v]
+
+
+Entry = Plain | Dispatch
+
+
+class _Probe(str):
+    """A stand-in argument value, recognisable wherever a layer moves it."""
+
+
+def _probe_args(params: list[str]) -> dict[str, Any]:
+    return {p: _Probe(f"\x00probe:{p}") for p in params}
+
+
+def _is_probe(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("\x00probe:")
+
+
+class PaperCallMap:
+    """The artifact's reading of one codec's tools, built per domain on first use."""
+
+    def __init__(self, codec: Codec) -> None:
+        self.codec = codec
+        self._domains: dict[str, dict[str, Entry]] = {}
+
+    def check(self, domains: list[str]) -> None:
+        """Build the map of every domain now: a variant it cannot read is refused before any work."""
+        for d in domains:
+            self.for_domain(d)
+
+    def for_domain(self, domain: str) -> dict[str, Entry]:
+        found = self._domains.get(domain)
+        if found is None:
+            found = self._domains[domain] = self._build(domain)
+        return found
+
+    def _refuse(self, why: str) -> ProtocolNotImplemented:
+        return ProtocolNotImplemented(
+            what=f"--protocol paper does not reproduce the artifact's reading of variant '{self.codec.name}' "
+                 f"yet: {why}",
+            where="--variants",
+            fix="leave this variant out under --protocol paper, or run it under --protocol toolbias")
+
+    def _build(self, domain: str) -> dict[str, Entry]:
+        native_tools = self.codec.catalog.domain(domain).tools
+        params = {t.name: list(t.properties) for t in native_tools}
+        level: dict[str, Entry] = {t.name: Plain(t.name) for t in native_tools}
+        for layer in self.codec.layers:
+            above: dict[str, Entry] = {}
+            for name, entry in level.items():
+                if not isinstance(entry, Plain):
+                    raise self._refuse(f"its {layer.op} step changes a dispatcher (the artifact composes none)")
+                args = _probe_args([p for p in params[entry.native] if p not in entry.fixed])
+                try:
+                    calls = layer.encode(Call(name, args), domain, layer.new_encode_state())
+                except Exception as exc:  # noqa: BLE001 - a layer that cannot encode a stand-in is not read
+                    raise self._refuse(f"its {layer.op} step ({type(exc).__name__})") from None
+                if len(calls) != 1:
+                    raise self._refuse(f"its {layer.op} step answers calls itself (a protocol)")
+                self._place(above, calls[0], entry, args, layer.op)
+            level = above
+        shown = [t.name for t in self.codec.tools_for(domain)]
+        if sorted(shown) != sorted(level):
+            raise self._refuse(f"its tools in {domain} are not each one native tool or one dispatcher")
+        return level
+
+    def _place(self, above: dict[str, Entry], call: Call, entry: Plain, args: dict[str, Any], op: str) -> None:
+        out = dict(call.arguments)
+        if out == args and all(_is_probe(v) for v in out.values()):
+            if call.name in above:
+                raise self._refuse(f"its {op} step gives two tools the name '{call.name}'")
+            above[call.name] = entry
+            return
+        encoding, operation, moved = _dispatch_form(out, args)
+        if encoding is None or entry.fixed:
+            raise self._refuse(f"its {op} step writes calls in a form the artifact has no reading for")
+        d = above.setdefault(call.name, Dispatch(encoding))
+        if not isinstance(d, Dispatch) or d.encoding != encoding or operation in d.native_of:
+            raise self._refuse(f"its {op} step gives '{call.name}' two readings")
+        d.ops.append(operation)
+        d.native_of[operation] = entry.native
+        d.params[operation] = moved
+
+
+def _dispatch_form(out: dict[str, Any], args: dict[str, Any]) -> tuple[str | None, str, list[str]]:
+    """(encoding, operation, native parameters) of a dispatcher call encoding ``args``; encoding
+    None when the call has none of the artifact's three forms."""
+    names = {v: k for k, v in args.items()}
+    if isinstance(out.get(_OPERATION), str) and not _is_probe(out[_OPERATION]):
+        op = out[_OPERATION]
+        rest = {k: v for k, v in out.items() if k != _OPERATION}
+        if set(rest) == {_ARGUMENTS} and isinstance(rest[_ARGUMENTS], dict) and rest[_ARGUMENTS] == args:
+            return "nested", op, list(args)
+        if not args and not rest:
+            return "flat", op, []
+        if all(_is_probe(v) and k == f"{op}::{names[v]}" for k, v in rest.items()) and len(rest) == len(args):
+            return "flat", op, list(args)
+        return None, "", []
+    if len(out) == 1:
+        op, inner = next(iter(out.items()))
+        if isinstance(inner, dict) and inner == args and not _is_probe(op):
+            return "union", op, list(args)
+    return None, "", []
+
+
+def _text(payload: Mapping[str, Any]) -> str:
+    """An answer as the artifact writes it: ``json.dumps`` with the standard library's defaults."""
+    return json.dumps(payload)
+
+
+@dataclass
+class PaperEnv:
+    """One paper-protocol episode's state: the artifact's ``SimEnv`` over a :class:`PaperCallMap`."""
+
+    calls: Mapping[str, Entry]
+    domain: str
+    hard: bool
+    executed: list[NativeAction] = field(default_factory=list)
+    n_calls: int = 0
+    n_rejected: int = 0
+    #: (flag, detail) in the order raised, as the artifact's decoder keeps them
+    flags: list[tuple[str, Any]] = field(default_factory=list)
+
+    def call(self, name: str, args: Any) -> tuple[str, Decoded]:
+        """Answer one model call: the tool message's text, and how it decoded (for the record)."""
+        self.n_calls += 1
+        args = dict(args) if isinstance(args, dict) else {}
+        call = Call(name, args)
+        entry = self.calls.get(name)
+        if entry is None:
+            if self.hard:
+                return self._reject(call, {"error": f"Unknown function `{name}`. Use only the provided tools."})
+            return _text({"status": "ok"}), self._execute(call, name, args)
+        if isinstance(entry, Plain):
+            native = {**entry.fixed, **args}
+            return _text({"status": "ok", "executed": entry.native}), self._execute(call, entry.native, native)
+        if self.hard:
+            problem = entry.problem(args)
+            if problem:
+                return self._reject(call, {"error": problem})
+        problem = entry.problem(args)
+        if problem:
+            self.flags.append(("bad_execute", problem))
+        op, native_args = entry.read(args)
+        if op not in entry.ops:
+            self.flags.append(("bad_operation", op))
+        if op is None:
+            return self._reject(call, {"error": "call could not be executed"})
+        tool = entry.native_of.get(op, op) if isinstance(op, str) else op
+        return _text({"status": "ok", "executed": tool}), self._execute(call, tool, native_args)
+
+    def _execute(self, call: Call, tool: Any, args: dict[str, Any]) -> Decoded:
+        action = NativeAction(self.domain, tool if isinstance(tool, str) else json.dumps(tool), args)
+        self.executed.append(action)
+        return Decoded(call, Outcome.NATIVE, actions=(action,))
+
+    def _reject(self, call: Call, payload: Mapping[str, Any]) -> tuple[str, Decoded]:
+        self.n_rejected += 1
+        text = _text(payload)
+        return text, Decoded(call, Outcome.REJECTION, message=text)
+
+    def finish(self) -> list[tuple[str, Any]]:
+        """The episode's flags (no protocol state is left open by the tools read so far)."""
+        return list(self.flags)
+
+
+__all__ = ["Dispatch", "PaperCallMap", "PaperEnv", "Plain"]
