@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import sys
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -39,8 +38,11 @@ from toolbias.store import Store
 REFERENCE = SHARED / "reference" / "ToolSchemaSpace"
 DATA = SHARED_DATA / "toolschemaspace"
 MODEL = "fake-model"
-#: the artifact's ladder index of each variant (SCHEMA_VARIANT with SCHEMA_K=10: 5 is native, 0 fully merged)
-LADDER = {"native": "5", "fully_merged": "0"}
+#: how the artifact builds each variant: its ladder index (SCHEMA_VARIANT with SCHEMA_K=10: 5 is native,
+#: 0 fully merged) or its spec file (SCHEMA_SPEC)
+ARTIFACT = {"native": ("SCHEMA_VARIANT", "5"), "fully_merged": ("SCHEMA_VARIANT", "0"),
+            "strip_descriptions": ("SCHEMA_SPEC", "s_nodesc.json"), "reorder_arguments": ("SCHEMA_SPEC", "s_shuffle.json"),
+            "transaction": ("SCHEMA_SPEC", "curry.json")}
 CONTROLS = {"strict": "hard", "lenient": "loose"}
 #: the artifact's run_agentic reads these at import time
 _ENV = ("SCHEMA_VARIANT", "SCHEMA_SPEC", "SCHEMA_CONTROL", "SCHEMA_K", "SYN_QUERIES", "MAX_TURNS", "SYN_MODEL",
@@ -63,15 +65,17 @@ pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason(
 
 
 def _sample() -> list[dict[str, Any]]:
-    """One query per (domain, gold length), the first in file order."""
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    """Two queries per (domain, gold length) (one where there is one), the first in file order."""
+    seen: dict[tuple[str, int], list[dict[str, Any]]] = {}
     if _skip_reason() is not None:
         return []
     for line in (DATA / "queries.sample.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             q = json.loads(line)
-            seen.setdefault((q["domain"], len(q["gold_calls"])), q)
-    return list(seen.values())
+            group = seen.setdefault((q["domain"], len(q["gold_calls"])), [])
+            if len(group) < 2:
+                group.append(q)
+    return [q for group in seen.values() for q in group]
 
 
 SAMPLE = _sample()
@@ -82,22 +86,37 @@ BY_QUERY = {q["query"]: q for q in SAMPLE}
 
 PERSONAS = ("clean", "sequential", "wrong_case", "numbers_as_text", "null_extras", "missing_argument",
             "off_schema_then_fix", "malformed_then_fix", "not_an_object", "wrong_operation", "livelock",
-            "answer_only", "native_name", "no_operation", "empty_arguments", "non_ascii", "retry_on_error")
+            "answer_only", "native_name", "no_operation", "empty_arguments", "non_ascii", "retry_on_error",
+            "reversed", "no_commit", "twice")
 
 
 def persona(q: dict[str, Any]) -> str:
-    return PERSONAS[zlib.crc32(q["id"].encode()) % len(PERSONAS)]
+    """Each query's way to err: the personas in turn over the sample (sorted by id), so each plays several."""
+    return PERSONA_OF[q["id"]]
 
 
-def _merged(tools: list[dict[str, Any]]) -> bool:
-    return any(t["function"]["name"] == "execute" for t in tools)
+PERSONA_OF = {q["id"]: PERSONAS[i % len(PERSONAS)] for i, q in enumerate(sorted(SAMPLE, key=lambda q: q["id"]))}
 
 
-def _form(tools: list[dict[str, Any]], name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A native call in the variant's form (fully merged: the flat dispatcher)."""
-    if not _merged(tools):
-        return name, args
-    return "execute", {"operation": name, **{f"{name}::{k}": v for k, v in args.items()}}
+def _names(tools: list[dict[str, Any]]) -> set[str]:
+    return {t["function"]["name"] for t in tools}
+
+
+def _encode(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]], begun: int) -> list[tuple[str, Any]]:
+    """Native calls in the variant's form: the flat dispatcher of a merged variant, begin / set /
+    commit for a tool in a transaction (handles counted on from ``begun`` earlier begins)."""
+    names = _names(tools)
+    out: list[tuple[str, Any]] = []
+    for name, args in calls:
+        if "execute" in names:
+            out.append(("execute", {"operation": name, **{f"{name}::{k}": v for k, v in args.items()}}))
+        elif f"begin_{name}" in names:
+            begun += 1
+            out += [(f"begin_{name}", {}), *((f"set_{name}__{k}", {"txn_id": f"txn_{begun}", k: v})
+                                             for k, v in args.items()), (f"commit_{name}", {"txn_id": f"txn_{begun}"})]
+        else:
+            out.append((name, args))
+    return out
 
 
 def _perturbed(kind: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +134,8 @@ def _perturbed(kind: str, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _call(name: str, args: Any) -> tuple[str, Any]:
-    return name, args if isinstance(args, str) else json.dumps(args)
+def _wire(calls: list[tuple[str, Any]]) -> Reply:
+    return Reply.calls(*((n, a if isinstance(a, str) else json.dumps(a)) for n, a in calls))
 
 
 def agent(body: dict[str, Any]) -> Reply:
@@ -126,42 +145,53 @@ def agent(body: dict[str, Any]) -> Reply:
     tools = body.get("tools") or []
     kind = persona(q)
     turn = sum(1 for m in messages if m["role"] == "assistant")
+    begun = sum(1 for m in messages for c in m.get("tool_calls") or [] if c["function"]["name"].startswith("begin_"))
     last = messages[-1]["content"] if messages[-1]["role"] == "tool" else ""
     gold = [(g["name"], dict(g.get("arguments") or {})) for g in q["gold_calls"]]
+    right = _encode(tools, gold, begun)
     done = Reply.text("Done.")
     if kind == "answer_only":
         return Reply.text("I cannot help with that.")
     if kind == "livelock":
-        return Reply.calls(_call(*_form(tools, *gold[0])))
-    if kind == "sequential":
-        return Reply.calls(_call(*_form(tools, *gold[turn]))) if turn < len(gold) else done
-    if turn > 1 or (turn == 1 and kind not in ("off_schema_then_fix", "malformed_then_fix", "retry_on_error")):
+        return _wire(_encode(tools, gold[:1], begun))
+    if kind == "sequential":  # one call of the variant's form per turn
+        whole = _encode(tools, gold, 0)
+        return _wire(whole[turn:turn + 1]) if turn < len(whole) else done
+    if turn > 1 or (turn == 1 and kind not in ("off_schema_then_fix", "malformed_then_fix", "retry_on_error",
+                                               "reversed")):
         return done
-    if turn == 1:  # a correction, when the environment said no (retry_on_error: only then)
-        if kind == "retry_on_error" and "error" not in last:
+    if turn == 1:  # a correction, when the environment said no (retry_on_error, reversed: only then)
+        if kind in ("retry_on_error", "reversed") and "error" not in last:
             return done
-        return Reply.calls(*(_call(*_form(tools, n, a)) for n, a in gold))
+        return _wire(right)
+    first, rest = right[0], right[1:]
     if kind == "off_schema_then_fix":
-        return Reply.calls(_call(f"do_{gold[0][0]}", gold[0][1]))
+        return _wire([(f"do_{gold[0][0]}", gold[0][1])])
     if kind == "malformed_then_fix":
-        return Reply.calls(_call(_form(tools, *gold[0])[0], '{"operation": "x", '))
+        return _wire([(first[0], '{"operation": "x", ')])
     if kind == "not_an_object":
-        return Reply.calls(_call(_form(tools, *gold[0])[0], "[1, 2]"), *(_call(*_form(tools, n, a)) for n, a in gold[1:]))
+        return _wire([(first[0], "[1, 2]"), *rest])
     if kind == "empty_arguments":
-        return Reply.calls(_call(_form(tools, *gold[0])[0], ""), *(_call(*_form(tools, n, a)) for n, a in gold[1:]))
+        return _wire([(first[0], ""), *rest])
     if kind == "native_name":
-        return Reply.calls(*(_call(n, a) for n, a in gold))
+        return _wire(gold)
     if kind == "wrong_operation":
-        name, args = _form(tools, gold[0][0] + "_now", gold[0][1])
-        return Reply.calls(_call(name, args), *(_call(*_form(tools, n, a)) for n, a in gold[1:]))
+        return _wire(_encode(tools, [(gold[0][0] + "_now", gold[0][1])], begun) + _encode(tools, gold[1:], begun + 1))
     if kind == "no_operation":
-        name, args = _form(tools, *gold[0])
+        args = dict(first[1]) if isinstance(first[1], dict) else {}
         args.pop("operation", None)
-        return Reply.calls(_call(name, args), *(_call(*_form(tools, n, a)) for n, a in gold[1:]))
+        args.pop("txn_id", None)
+        return _wire([(first[0], args), *rest])
     if kind == "retry_on_error":
-        return Reply.calls(_call(*_form(tools, gold[0][0], _perturbed("missing_argument", gold[0][1]))),
-                           _call(f"{gold[0][0]}_v2", {}))
-    return Reply.calls(*(_call(*_form(tools, n, _perturbed(kind, a))) for n, a in gold))
+        return _wire(_encode(tools, [(gold[0][0], _perturbed("missing_argument", gold[0][1]))], begun)
+                     + [(f"{gold[0][0]}_v2", {})])
+    if kind == "reversed":  # protocol steps out of order (a transaction's commit before its begin)
+        return _wire(right[::-1])
+    if kind == "no_commit":
+        return _wire([c for c in right if not c[0].startswith("commit_")] or right[:1])
+    if kind == "twice":
+        return _wire(right + right[-1:])
+    return _wire(_encode(tools, [(n, _perturbed(kind, a)) for n, a in gold], begun))
 
 
 # -- the two harnesses ---------------------------------------------------------------------------
@@ -186,8 +216,11 @@ def artifact_runner(variant: str, control: str, base_url: str, queries: Path) ->
     old = {k: os.environ.get(k) for k in _ENV}
     for k in _ENV:
         os.environ.pop(k, None)
-    os.environ.update({"SCHEMA_VARIANT": LADDER[variant], "SCHEMA_CONTROL": CONTROLS[control],
-                       "SYN_QUERIES": str(queries), "SYN_MODEL": MODEL})
+    key, value = ARTIFACT[variant]
+    if key == "SCHEMA_SPEC":
+        value = str(REFERENCE / "benchmarks" / "synthetic" / "data" / "specs" / value)
+    os.environ.update({key: value, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
+                       "SYN_MODEL": MODEL})
     sys.path.insert(0, str(REFERENCE))
     try:
         adapter = importlib.import_module("toolschema.schema_adapter")
@@ -229,7 +262,7 @@ def toolbias_run(capsys: pytest.CaptureFixture[str], variant: str, control: str,
 
 
 @pytest.mark.parametrize("control", list(CONTROLS))
-@pytest.mark.parametrize("variant", list(LADDER))
+@pytest.mark.parametrize("variant", list(ARTIFACT))
 def test_requests_and_episodes_equal_the_artifacts(variant: str, control: str, server: FakeOpenAIServer,
                                                    query_file: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,15 +303,18 @@ def test_requests_and_episodes_equal_the_artifacts(variant: str, control: str, s
         assert any(n.startswith("do_") for r in rows for n, _ in r["actions"])
     if variant == "fully_merged" and control == "lenient":
         assert any("bad_operation" in r["flags"] for r in rows)
+    if variant == "transaction":
+        flags = {f for r in rows for f in r["flags"]}
+        assert {"dangling_txn", "commit_unknown_txn", "set_unknown_txn"} <= flags, flags
 
 
 BY_QUERY_ID = {q["id"]: q for q in SAMPLE}
 #: variants whose tool lists toolbias renders as the artifact does (issue 25's second part makes
 #: the others so; each one added here has its whole request bodies compared)
-RENDERED = {"native"}
+RENDERED = {"native", "strip_descriptions"}
 
 
-@pytest.mark.parametrize("variant", list(LADDER))
+@pytest.mark.parametrize("variant", list(ARTIFACT))
 def test_tool_lists_equal_the_artifacts(variant: str, server: FakeOpenAIServer, query_file: Path) -> None:
     from toolbias.catalog import load_catalog
     from toolbias.variants import build_codec, resolve_variants

@@ -125,7 +125,31 @@ def _objects(args: Mapping[str, Any]) -> list[str]:
     return [k for k, v in args.items() if isinstance(v, dict) and v]
 
 
-Entry = Plain | Dispatch
+@dataclass(frozen=True)
+class Begin:
+    """``begin_<f>``: opens a transaction of native tool ``native``."""
+
+    native: str
+
+
+@dataclass(frozen=True)
+class Write:
+    """``set_<f>__<p>``: sets arguments on an open transaction of ``native``."""
+
+    native: str
+
+
+@dataclass(frozen=True)
+class Commit:
+    """``commit_<f>``: runs the transaction's native action, if its ``required`` arguments are set."""
+
+    native: str
+    required: tuple[str, ...]
+
+
+Entry = Plain | Dispatch | Begin | Write | Commit
+#: the artifact's transaction handle: its key, and the first handle of an episode
+_TXN_KEY, _FIRST_TXN = "txn_id", "txn_1"
 
 
 class _Probe(str):
@@ -168,25 +192,47 @@ class PaperCallMap:
     def _build(self, domain: str) -> dict[str, Entry]:
         native_tools = self.codec.catalog.domain(domain).tools
         params = {t.name: list(t.properties) for t in native_tools}
+        required = {t.name: tuple(t.required) for t in native_tools}
         level: dict[str, Entry] = {t.name: Plain(t.name) for t in native_tools}
         for layer in self.codec.layers:
             above: dict[str, Entry] = {}
             for name, entry in level.items():
                 if not isinstance(entry, Plain):
-                    raise self._refuse(f"its {layer.op} step changes a dispatcher (the artifact composes none)")
+                    raise self._refuse(f"its {layer.op} step changes a dispatcher or protocol tool (the artifact "
+                                       "composes none)")
                 args = _probe_args([p for p in params[entry.native] if p not in entry.fixed])
                 try:
                     calls = layer.encode(Call(name, args), domain, layer.new_encode_state())
                 except Exception as exc:  # noqa: BLE001 - a layer that cannot encode a stand-in is not read
                     raise self._refuse(f"its {layer.op} step ({type(exc).__name__})") from None
                 if len(calls) != 1:
-                    raise self._refuse(f"its {layer.op} step answers calls itself (a protocol)")
+                    self._place_transaction(above, calls, entry, args, layer.op, required[entry.native])
+                    continue
                 self._place(above, calls[0], entry, args, layer.op)
             level = above
         shown = [t.name for t in self.codec.tools_for(domain)]
         if sorted(shown) != sorted(level):
             raise self._refuse(f"its tools in {domain} are not each one native tool or one dispatcher")
         return level
+
+    def _place_transaction(self, above: dict[str, Entry], calls: list[Call], entry: Plain, args: dict[str, Any],
+                           op: str, required: tuple[str, ...]) -> None:
+        """``begin_<f>()``, one ``set_<f>__<p>(txn_id, p)`` per argument, ``commit_<f>(txn_id)``: the
+        artifact's transaction (curry) form; any other sequence is refused."""
+        begin, *writes, commit = calls
+        handle = {_TXN_KEY: _FIRST_TXN}
+        written = [next((k for k in w.arguments if k != _TXN_KEY), "") for w in writes]
+        shaped = sorted(written) == sorted(args) and all(
+            dict(w.arguments) == {**handle, p: args[p]} for w, p in zip(writes, written, strict=True))
+        if entry.fixed or dict(begin.arguments) or dict(commit.arguments) != handle or not shaped:
+            raise self._refuse(f"its {op} step writes a protocol the artifact has no reading for")
+        readings: list[tuple[Call, Entry]] = [(begin, Begin(entry.native)),
+                                              *((w, Write(entry.native)) for w in writes),
+                                              (commit, Commit(entry.native, required))]
+        for call, reading in readings:
+            if call.name in above:
+                raise self._refuse(f"its {op} step gives two tools the name '{call.name}'")
+            above[call.name] = reading
 
     def _place(self, above: dict[str, Entry], call: Call, entry: Plain, args: dict[str, Any], op: str) -> None:
         out = dict(call.arguments)
@@ -233,6 +279,13 @@ def _text(payload: Mapping[str, Any]) -> str:
 
 
 @dataclass
+class _Txn:
+    native: str
+    args: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass
 class PaperEnv:
     """One paper-protocol episode's state: the artifact's ``SimEnv`` over a :class:`PaperCallMap`."""
 
@@ -244,6 +297,8 @@ class PaperEnv:
     n_rejected: int = 0
     #: (flag, detail) in the order raised, as the artifact's decoder keeps them
     flags: list[tuple[str, Any]] = field(default_factory=list)
+    #: open and committed transactions by handle (``txn_1``, ``txn_2``, ... in the order begun)
+    txns: dict[str, _Txn] = field(default_factory=dict)
 
     def call(self, name: str, args: Any) -> tuple[str, Decoded]:
         """Answer one model call: the tool message's text, and how it decoded (for the record)."""
@@ -258,6 +313,8 @@ class PaperEnv:
         if isinstance(entry, Plain):
             native = {**entry.fixed, **args}
             return _text({"status": "ok", "executed": entry.native}), self._execute(call, entry.native, native)
+        if isinstance(entry, (Begin, Write, Commit)):
+            return self._transaction(call, entry, args)
         if self.hard:
             problem = entry.problem(args)
             if problem:
@@ -273,6 +330,45 @@ class PaperEnv:
         tool = entry.native_of.get(op, op) if isinstance(op, str) else op
         return _text({"status": "ok", "executed": tool}), self._execute(call, tool, native_args)
 
+    def _transaction(self, call: Call, entry: Begin | Write | Commit, args: dict[str, Any]) -> tuple[str, Decoded]:
+        """The artifact's transaction: handles ``txn_<n>`` per episode; a write to no open transaction
+        of its tool, or after its commit, is refused under both controls; a commit that lacks required
+        arguments is refused and stays open under hard control, and runs under loose control."""
+        if isinstance(entry, Begin):
+            opened = f"txn_{len(self.txns) + 1}"
+            self.txns[opened] = _Txn(entry.native)
+            return self._reply(call, {_TXN_KEY: opened, "status": "transaction open; set arguments then commit"})
+        rest = dict(args)
+        handle: Any = rest.pop(_TXN_KEY, None) if isinstance(entry, Write) else rest.get(_TXN_KEY)
+        txn = self.txns.get(handle) if isinstance(handle, str) else None
+        if isinstance(entry, Write):
+            if txn is None or txn.native != entry.native:
+                flag = ("set_unknown_txn", f"{call.name}({handle})")
+            elif txn.done:
+                flag = ("set_after_commit", f"{call.name}({handle})")
+            else:
+                txn.args.update(rest)
+                return self._reply(call, {"status": "set"})
+            self.flags.append(flag)
+            return self._reject(call, {"error": flag[1], "hint": "begin a transaction first and use its txn_id"})
+        if txn is None or txn.native != entry.native or txn.done:
+            flag = ("double_commit" if txn is not None and txn.native == entry.native else "commit_unknown_txn",
+                    f"{call.name}({handle})")
+            self.flags.append(flag)
+            return self._reject(call, {"error": flag[1]})
+        txn.done = True
+        missing = [r for r in entry.required if r not in txn.args]
+        if missing:
+            self.flags.append(("commit_missing_required", f"{handle}:{missing}"))
+            if self.hard:
+                txn.done = False
+                return self._reject(call, {"error": f"cannot commit: missing required arguments {missing}"})
+        decoded = self._execute(call, entry.native, dict(txn.args))
+        return _text({"status": "committed"}), decoded
+
+    def _reply(self, call: Call, payload: Mapping[str, Any]) -> tuple[str, Decoded]:
+        return _text(payload), Decoded(call, Outcome.REPLY, reply=payload)
+
     def _execute(self, call: Call, tool: Any, args: dict[str, Any]) -> Decoded:
         action = NativeAction(self.domain, tool if isinstance(tool, str) else json.dumps(tool), args)
         self.executed.append(action)
@@ -284,7 +380,8 @@ class PaperEnv:
         return text, Decoded(call, Outcome.REJECTION, message=text)
 
     def finish(self) -> list[tuple[str, Any]]:
-        """The episode's flags (no protocol state is left open by the tools read so far)."""
+        """The episode's flags, with a ``dangling_txn`` for each transaction never committed."""
+        self.flags.extend(("dangling_txn", f"{h}:{t.native}") for h, t in self.txns.items() if not t.done)
         return list(self.flags)
 
 
