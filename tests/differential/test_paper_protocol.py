@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.api_servers import FakeAPIServer, responses_answer
 from tests.support.cli import run_cli
 from tests.support.paths import SHARED, SHARED_DATA
 from tests.support.servers import FakeOpenAIServer, Reply
@@ -99,7 +100,7 @@ PERSONA_OF = {q["id"]: PERSONAS[i % len(PERSONAS)] for i, q in enumerate(sorted(
 
 
 def _names(tools: list[dict[str, Any]]) -> set[str]:
-    return {t["function"]["name"] for t in tools}
+    return {t.get("function", t)["name"] for t in tools}
 
 
 def _encode(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]], begun: int) -> list[tuple[str, Any]]:
@@ -194,6 +195,28 @@ def agent(body: dict[str, Any]) -> Reply:
     return _wire(_encode(tools, [(n, _perturbed(kind, a)) for n, a in gold], begun))
 
 
+def _chat_form(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses request read back as the chat request it stands for (what :func:`agent` reads)."""
+    messages: list[dict[str, Any]] = []
+    for item in body["input"]:
+        if item.get("type") == "function_call":
+            if not (messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]):
+                messages.append({"role": "assistant", "content": "", "tool_calls": []})
+            messages[-1]["tool_calls"].append({"id": item["call_id"], "type": "function", "function": {
+                "name": item["name"], "arguments": item["arguments"]}})
+        elif item.get("type") == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+        else:
+            messages.append({"role": item["role"], "content": item["content"]})
+    return {"messages": messages, "tools": body.get("tools") or []}
+
+
+def responses_agent(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    reply = agent(_chat_form(body))
+    return responses_answer(reply.content, [(c["function"]["name"], c["function"]["arguments"])
+                                            for c in reply.tool_calls], model=MODEL)
+
+
 # -- the two harnesses ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -209,7 +232,7 @@ def query_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def artifact_runner(variant: str, control: str, base_url: str, queries: Path) -> ModuleType:
+def artifact_runner(variant: str, control: str, base_url: str, queries: Path, api: str = "chat") -> ModuleType:
     """``eval.run_agentic`` imported afresh for one variant and control, its client on ``base_url``."""
     from openai import OpenAI
 
@@ -228,6 +251,7 @@ def artifact_runner(variant: str, control: str, base_url: str, queries: Path) ->
         common = importlib.import_module("eval.common")
         common.client = OpenAI(base_url=base_url, api_key="EMPTY")
         common.MODEL = MODEL
+        common.API = api  # chat completions, or the Responses API
         ra = importlib.import_module("eval.run_agentic")
         return importlib.reload(ra)
     finally:
@@ -240,7 +264,9 @@ def artifact_runner(variant: str, control: str, base_url: str, queries: Path) ->
 
 
 def _key(body: dict[str, Any]) -> tuple[str, int]:
-    return body["messages"][1]["content"], len(body["messages"])
+    """An episode turn's request: its query and how long its conversation is (chat or Responses form)."""
+    items = body["messages"] if "messages" in body else body["input"]
+    return items[1]["content"], len(items)
 
 
 def _by_key(requests: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -252,8 +278,8 @@ def _by_key(requests: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, A
 
 
 def toolbias_run(capsys: pytest.CaptureFixture[str], variant: str, control: str, base_url: str, queries: Path,
-                 store: Path) -> dict[str, dict[str, Any]]:
-    code, out, err = run_cli(capsys, "run", "--model", f"openai:{MODEL}", "--base-url", base_url, "--catalog",
+                 store: Path, kind: str = "openai") -> dict[str, dict[str, Any]]:
+    code, out, err = run_cli(capsys, "run", "--model", f"{kind}:{MODEL}", "--base-url", base_url, "--catalog",
                              f"toolschemaspace:{DATA}", "--task-file", str(queries), "--variants", variant,
                              "--control", control, "--protocol", "paper", "--store", str(store), "--concurrency", "4")
     assert code == 0, out + err
@@ -334,3 +360,33 @@ def test_the_sample_covers_every_domain_gold_length_and_persona() -> None:
     lengths = {len(q["gold_calls"]) for q in SAMPLE}
     assert lengths >= {1, 2, 3, 4, 5}
     assert {persona(q) for q in SAMPLE} == set(PERSONAS)
+
+
+@pytest.mark.parametrize("variant", ["native", "transaction"])
+def test_the_responses_api_path_equals_the_artifacts(variant: str, query_file: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The artifact's SYN_API=responses against ``openai-responses:`` under --protocol paper: the same
+    Responses request bodies (no temperature or store, tools marked non-strict) and episodes."""
+    with FakeAPIServer(responses_agent, models=(MODEL,)) as srv:
+        ra = artifact_runner(variant, "strict", srv.base_url, query_file, api="responses")
+        try:
+            theirs = {q["id"]: ra.run_episode(q) for q in SAMPLE}
+        finally:
+            ra.ev.API = "chat"
+        their_requests = _by_key([b for _, b in srv.requests])
+        srv.requests.clear()
+        ours = toolbias_run(capsys, variant, "strict", srv.base_url, query_file, tmp_path / "s.db",
+                            kind="openai-responses")
+        our_requests = _by_key([b for p, b in srv.requests if p.endswith("/responses") and "tools" in b])
+    assert all(r["err"] is None for r in theirs.values())
+    assert set(our_requests) == set(their_requests)
+    for key, body in their_requests.items():
+        mine = our_requests[key]
+        if variant not in RENDERED:
+            mine, body = {k: v for k, v in mine.items() if k != "tools"}, {k: v for k, v in body.items() if k != "tools"}
+        assert mine == body, f"request {key[1]} of {BY_QUERY[key[0]]['id']}"
+    for tid, t in theirs.items():
+        o = ours[tid]
+        assert (int(o["success"]), [[a["tool"], a["arguments"]] for a in o["executed"]], o["turns"],
+                o["paper"]["n_rejected"], o["paper"]["flags"]) == \
+            (t["exact"], t["actions"], t["turns"], t["n_rejected"], t["flags"]), tid

@@ -250,6 +250,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     # phrasing, then taken in the study's phrasing
     chosen = list(tasks) if tasks is not None else select_tasks(source, cfg)
     provider = model or make_provider(cfg.model, **cfg.provider_options)
+    if cfg.protocol is Protocol.PAPER:
+        provider.request_form = "paper"  # the artifact's wire form where it has its own (the Responses API)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": provider.behaviour(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
