@@ -29,12 +29,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.api_servers import FakeAPIServer, responses_answer
 from tests.support.cli import run_cli
 from tests.support.paths import SHARED, SHARED_DATA
 from tests.support.servers import FakeOpenAIServer, Reply
 from toolbias.store import Store
+from toolbias.study.paper_env import Dispatch
 
 REFERENCE = SHARED / "reference" / "ToolSchemaSpace"
 DATA = SHARED_DATA / "toolschemaspace"
@@ -390,3 +393,29 @@ def test_the_responses_api_path_equals_the_artifacts(variant: str, query_file: P
         assert (int(o["success"]), [[a["tool"], a["arguments"]] for a in o["executed"]], o["turns"],
                 o["paper"]["n_rejected"], o["paper"]["flags"]) == \
             (t["exact"], t["actions"], t["turns"], t["n_rejected"], t["flags"]), tid
+
+
+_values = st.one_of(st.none(), st.just(""), st.integers(-3, 3), st.sampled_from(["a", "b", "x", ""]),
+                    st.dictionaries(st.sampled_from(["x", "y", "z"]), st.integers(0, 2), max_size=2),
+                    st.lists(st.integers(0, 2), max_size=2))
+_keys = st.sampled_from(["operation", "arguments", "a", "b", "c", "a::x", "b::y", "x"])
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(st.sampled_from(["flat", "nested", "union"]), st.dictionaries(_keys, _values, max_size=4),
+       st.sampled_from([None, "a", "b", "c", 3]))
+def test_dispatchers_read_calls_as_the_artifacts_merge_encodings(encoding: str, args: dict[str, Any],
+                                                                 operation: Any) -> None:
+    """Dispatch.problem / read against the artifact's validate_merged / decode_merged, on any arguments."""
+    sys.path.insert(0, str(REFERENCE))
+    try:
+        merge = importlib.import_module("toolschema.merge_encodings")
+    finally:
+        sys.path.remove(str(REFERENCE))
+    if operation is not None:
+        args = {**args, "operation": operation}
+    ops, params = ["a", "b"], {"a": ["x"], "b": ["y"]}
+    ours = Dispatch(encoding, list(ops), {o: o for o in ops}, params)
+    theirs = {"encoding": encoding, "ops": ops, "op_params": params}
+    assert ours.problem(args) == merge.validate_merged(theirs, args)
+    assert ours.read(args) == merge.decode_merged(theirs, args)
