@@ -22,7 +22,7 @@ from toolbias.variants.codec import Control, Outcome
 
 def env(variant: str, control: Control = Control.STRICT, domain: str = "lighting") -> PaperEnv:
     codec = build_codec(load_catalog("builtin"), resolve_variants(variant)[0])
-    return PaperEnv(PaperCallMap(codec).for_domain(domain), domain, hard=control is Control.STRICT)
+    return PaperEnv(PaperCallMap(codec).reader(domain, control is Control.STRICT), domain, control is Control.STRICT)
 
 
 def test_hard_control_rejects_only_unknown_names_with_the_artifacts_text() -> None:
@@ -43,7 +43,7 @@ def test_loose_control_runs_unknown_names_as_native_actions() -> None:
 
 def test_a_flat_dispatcher_checks_its_operation_only() -> None:
     e = env("fully_merged")
-    entry = e.calls["execute"]
+    entry = e.reader.calls["execute"]
     assert isinstance(entry, Dispatch) and entry.encoding == "flat" and "switch_light" in entry.ops
     text, _ = e.call("execute", {"operation": "switch_light", "switch_light::room": "hall", "set_fan::speed": 2,
                                  "other": "", "x::level": None})
@@ -73,11 +73,11 @@ def test_nested_and_union_dispatchers_read_as_the_artifacts() -> None:
 
 def test_transactions_answer_as_the_artifacts() -> None:
     e = env("transaction", domain="lighting")
-    begins = sorted(n for n, r in e.calls.items() if n.startswith("begin_"))
+    begins = sorted(n for n, r in e.reader.calls.items() if n.startswith("begin_"))
     tool = begins[0][len("begin_"):]
     assert e.call(f"begin_{tool}", {})[0] == \
         '{"txn_id": "txn_1", "status": "transaction open; set arguments then commit"}'
-    setter = next(n for n in e.calls if n.startswith(f"set_{tool}__"))
+    setter = next(n for n in e.reader.calls if n.startswith(f"set_{tool}__"))
     assert e.call(setter, {"txn_id": "txn_9", "x": 1})[0] == \
         f'{{"error": "{setter}(txn_9)", "hint": "begin a transaction first and use its txn_id"}}'
     assert e.call(f"begin_{tool}", {})[0].startswith('{"txn_id": "txn_2"')
@@ -88,7 +88,7 @@ def test_variants_the_artifact_cannot_read_are_refused_by_name() -> None:
     codec = build_codec(load_catalog("builtin"), resolve_variants("fully_split")[0])
     with pytest.raises(ProtocolNotImplemented, match="variant 'fully_split'"):
         PaperCallMap(codec).check(["lighting"])
-    assert isinstance(env("strip_descriptions").calls["switch_light"], Plain)
+    assert isinstance(env("strip_descriptions").reader.calls["switch_light"], Plain)
 
 
 @pytest.mark.parametrize(("raw", "args", "failed"), [

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from ..catalog.model import NativeAction
 from ..operators.base import Call
@@ -171,6 +171,14 @@ class PaperCallMap:
         self.codec = codec
         self._domains: dict[str, dict[str, Entry]] = {}
 
+    @property
+    def surface(self) -> Any:
+        """The codec's layer that renders one of the artifact's own constructions and answers calls
+        as the artifact's environment does (``answer(domain, name, args, state, loose=...)``), if
+        the codec is that one layer; None for toolbias's own variants, read through the call map."""
+        layers = self.codec.layers
+        return layers[0] if len(layers) == 1 and callable(getattr(layers[0], "answer", None)) else None
+
     def check(self, domains: list[str]) -> None:
         """Build the map of every domain now: a variant it cannot read is refused before any work."""
         for d in domains:
@@ -179,8 +187,15 @@ class PaperCallMap:
     def for_domain(self, domain: str) -> dict[str, Entry]:
         found = self._domains.get(domain)
         if found is None:
-            found = self._domains[domain] = self._build(domain)
+            found = self._domains[domain] = {} if self.surface is not None else self._build(domain)
         return found
+
+    def reader(self, domain: str, hard: bool) -> Reader:
+        """A fresh reader of this variant's tools for one episode in ``domain``."""
+        surface = self.surface
+        if surface is not None:
+            return SurfaceReader(surface, domain, hard)
+        return CallMapReader(self.for_domain(domain), domain, hard)
 
     def _refuse(self, why: str) -> ProtocolNotImplemented:
         return ProtocolNotImplemented(
@@ -278,6 +293,24 @@ def _text(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload)
 
 
+class Reading(NamedTuple):
+    """The artifact's answer to a call of a tool the variant has: the object the model reads, the
+    native actions run, whether it counts as a rejection, the flags it raises (the artifact's names)."""
+
+    payload: Mapping[str, Any]
+    actions: tuple[NativeAction, ...] = ()
+    rejected: bool = False
+    flags: tuple[tuple[str, Any], ...] = ()
+
+
+class Reader(Protocol):
+    """How one episode's calls of the variant's own tools are answered (None: not one of its tools)."""
+
+    def read(self, name: str, args: dict[str, Any]) -> Reading | None: ...
+
+    def finish(self) -> list[tuple[str, Any]]: ...
+
+
 @dataclass
 class _Txn:
     native: str
@@ -286,103 +319,150 @@ class _Txn:
 
 
 @dataclass
-class PaperEnv:
-    """One paper-protocol episode's state: the artifact's ``SimEnv`` over a :class:`PaperCallMap`."""
+class CallMapReader:
+    """The artifact's answers over a :class:`PaperCallMap` of one domain (toolbias's own variants
+    whose tools the artifact's reading covers)."""
 
     calls: Mapping[str, Entry]
     domain: str
     hard: bool
-    executed: list[NativeAction] = field(default_factory=list)
-    n_calls: int = 0
-    n_rejected: int = 0
-    #: (flag, detail) in the order raised, as the artifact's decoder keeps them
-    flags: list[tuple[str, Any]] = field(default_factory=list)
     #: open and committed transactions by handle (``txn_1``, ``txn_2``, ... in the order begun)
     txns: dict[str, _Txn] = field(default_factory=dict)
 
-    def call(self, name: str, args: Any) -> tuple[str, Decoded]:
-        """Answer one model call: the tool message's text, and how it decoded (for the record)."""
-        self.n_calls += 1
-        args = dict(args) if isinstance(args, dict) else {}
-        call = Call(name, args)
+    def read(self, name: str, args: dict[str, Any]) -> Reading | None:
         entry = self.calls.get(name)
         if entry is None:
-            if self.hard:
-                return self._reject(call, {"error": f"Unknown function `{name}`. Use only the provided tools."})
-            return _text({"status": "ok"}), self._execute(call, name, args)
+            return None
         if isinstance(entry, Plain):
-            native = {**entry.fixed, **args}
-            return _text({"status": "ok", "executed": entry.native}), self._execute(call, entry.native, native)
+            return self._run(entry.native, {**entry.fixed, **args})
         if isinstance(entry, (Begin, Write, Commit)):
-            return self._transaction(call, entry, args)
-        if self.hard:
-            problem = entry.problem(args)
-            if problem:
-                return self._reject(call, {"error": problem})
+            return self._transaction(name, entry, args)
         problem = entry.problem(args)
-        if problem:
-            self.flags.append(("bad_execute", problem))
+        if problem and self.hard:
+            return Reading({"error": problem}, rejected=True)
+        flags: list[tuple[str, Any]] = [("bad_execute", problem)] if problem else []
         op, native_args = entry.read(args)
         if op not in entry.ops:
-            self.flags.append(("bad_operation", op))
+            flags.append(("bad_operation", op))
         if op is None:
-            return self._reject(call, {"error": "call could not be executed"})
+            return Reading({"error": "call could not be executed"}, rejected=True, flags=tuple(flags))
         tool = entry.native_of.get(op, op) if isinstance(op, str) else op
-        return _text({"status": "ok", "executed": tool}), self._execute(call, tool, native_args)
+        return self._run(tool, native_args, tuple(flags))
 
-    def _transaction(self, call: Call, entry: Begin | Write | Commit, args: dict[str, Any]) -> tuple[str, Decoded]:
+    def _run(self, tool: Any, args: dict[str, Any], flags: tuple[tuple[str, Any], ...] = (),
+             payload: Mapping[str, Any] | None = None) -> Reading:
+        action = NativeAction(self.domain, tool if isinstance(tool, str) else json.dumps(tool), args)
+        return Reading(payload or {"status": "ok", "executed": tool}, (action,), flags=flags)
+
+    def _transaction(self, name: str, entry: Begin | Write | Commit, args: dict[str, Any]) -> Reading:
         """The artifact's transaction: handles ``txn_<n>`` per episode; a write to no open transaction
         of its tool, or after its commit, is refused under both controls; a commit that lacks required
         arguments is refused and stays open under hard control, and runs under loose control."""
         if isinstance(entry, Begin):
             opened = f"txn_{len(self.txns) + 1}"
             self.txns[opened] = _Txn(entry.native)
-            return self._reply(call, {_TXN_KEY: opened, "status": "transaction open; set arguments then commit"})
+            return Reading({_TXN_KEY: opened, "status": "transaction open; set arguments then commit"})
         rest = dict(args)
         handle: Any = rest.pop(_TXN_KEY, None) if isinstance(entry, Write) else rest.get(_TXN_KEY)
         txn = self.txns.get(handle) if isinstance(handle, str) else None
         if isinstance(entry, Write):
             if txn is None or txn.native != entry.native:
-                flag = ("set_unknown_txn", f"{call.name}({handle})")
+                flag = ("set_unknown_txn", f"{name}({handle})")
             elif txn.done:
-                flag = ("set_after_commit", f"{call.name}({handle})")
+                flag = ("set_after_commit", f"{name}({handle})")
             else:
                 txn.args.update(rest)
-                return self._reply(call, {"status": "set"})
-            self.flags.append(flag)
-            return self._reject(call, {"error": flag[1], "hint": "begin a transaction first and use its txn_id"})
+                return Reading({"status": "set"})
+            return Reading({"error": flag[1], "hint": "begin a transaction first and use its txn_id"}, rejected=True,
+                           flags=(flag,))
         if txn is None or txn.native != entry.native or txn.done:
             flag = ("double_commit" if txn is not None and txn.native == entry.native else "commit_unknown_txn",
-                    f"{call.name}({handle})")
-            self.flags.append(flag)
-            return self._reject(call, {"error": flag[1]})
+                    f"{name}({handle})")
+            return Reading({"error": flag[1]}, rejected=True, flags=(flag,))
         txn.done = True
         missing = [r for r in entry.required if r not in txn.args]
-        if missing:
-            self.flags.append(("commit_missing_required", f"{handle}:{missing}"))
-            if self.hard:
-                txn.done = False
-                return self._reject(call, {"error": f"cannot commit: missing required arguments {missing}"})
-        decoded = self._execute(call, entry.native, dict(txn.args))
-        return _text({"status": "committed"}), decoded
-
-    def _reply(self, call: Call, payload: Mapping[str, Any]) -> tuple[str, Decoded]:
-        return _text(payload), Decoded(call, Outcome.REPLY, reply=payload)
-
-    def _execute(self, call: Call, tool: Any, args: dict[str, Any]) -> Decoded:
-        action = NativeAction(self.domain, tool if isinstance(tool, str) else json.dumps(tool), args)
-        self.executed.append(action)
-        return Decoded(call, Outcome.NATIVE, actions=(action,))
-
-    def _reject(self, call: Call, payload: Mapping[str, Any]) -> tuple[str, Decoded]:
-        self.n_rejected += 1
-        text = _text(payload)
-        return text, Decoded(call, Outcome.REJECTION, message=text)
+        flags = (("commit_missing_required", f"{handle}:{missing}"),) if missing else ()
+        if missing and self.hard:
+            txn.done = False
+            return Reading({"error": f"cannot commit: missing required arguments {missing}"}, rejected=True,
+                           flags=flags)
+        return self._run(entry.native, dict(txn.args), flags, {"status": "committed"})
 
     def finish(self) -> list[tuple[str, Any]]:
-        """The episode's flags, with a ``dangling_txn`` for each transaction never committed."""
-        self.flags.extend(("dangling_txn", f"{h}:{t.native}") for h, t in self.txns.items() if not t.done)
+        """A ``dangling_txn`` for each transaction never committed."""
+        return [("dangling_txn", f"{h}:{t.native}") for h, t in self.txns.items() if not t.done]
+
+
+@dataclass
+class SurfaceReader:
+    """The answers of a layer that renders the artifact's own construction (see
+    :attr:`PaperCallMap.surface`): its ``answer`` under hard or loose control, its transactions'
+    ``dangling()`` flags at the end."""
+
+    layer: Any
+    domain: str
+    hard: bool
+    state: Any = None
+
+    def __post_init__(self) -> None:
+        self.state = self.layer.new_state()
+
+    def read(self, name: str, args: dict[str, Any]) -> Reading | None:
+        got = self.layer.answer(self.domain, name, args, self.state, loose=not self.hard)
+        if got is None:
+            return None
+        actions = tuple(NativeAction(a.domain, a.tool, dict(a.arguments)) for a in got.actions)
+        return Reading(dict(got.payload), actions, bool(got.rejected), tuple(got.flags))
+
+    def finish(self) -> list[tuple[str, Any]]:
+        dangling = getattr(self.state, "dangling", None)
+        return list(dangling()) if callable(dangling) else []
+
+
+@dataclass
+class PaperEnv:
+    """One paper-protocol episode: the artifact's ``SimEnv`` bookkeeping (calls, rejections, flags,
+    executed actions) around a :class:`Reader` of the variant's tools. A name the variant lacks is
+    rejected under hard control, and under loose control executed as a native action of that name
+    (in ``unknown_domain``: the episode's, or ``""`` where the artifact's runner qualifies native
+    names by class and an unqualified one never matches)."""
+
+    reader: Reader
+    domain: str
+    hard: bool
+    unknown_domain: str | None = None
+    executed: list[NativeAction] = field(default_factory=list)
+    n_calls: int = 0
+    n_rejected: int = 0
+    #: (flag, detail) in the order raised, as the artifact's decoder keeps them
+    flags: list[tuple[str, Any]] = field(default_factory=list)
+
+    def call(self, name: str, args: Any) -> tuple[str, Decoded]:
+        """Answer one model call: the tool message's text, and how it decoded (for the record)."""
+        self.n_calls += 1
+        args = dict(args) if isinstance(args, dict) else {}
+        call = Call(name, args)
+        got = self.reader.read(name, args)
+        if got is None:
+            if self.hard:
+                got = Reading({"error": f"Unknown function `{name}`. Use only the provided tools."}, rejected=True)
+            else:
+                domain = self.domain if self.unknown_domain is None else self.unknown_domain
+                got = Reading({"status": "ok"}, (NativeAction(domain, name, args),))
+        self.flags.extend(got.flags)
+        self.executed.extend(got.actions)
+        text = _text(got.payload)
+        if got.rejected:
+            self.n_rejected += 1
+            return text, Decoded(call, Outcome.REJECTION, message=text, reply=got.payload)
+        if got.actions:
+            return text, Decoded(call, Outcome.NATIVE, actions=got.actions)
+        return text, Decoded(call, Outcome.REPLY, reply=got.payload)
+
+    def finish(self) -> list[tuple[str, Any]]:
+        """The episode's flags, then those the reader raises at the end (transactions never committed)."""
+        self.flags.extend(self.reader.finish())
         return list(self.flags)
 
 
-__all__ = ["Dispatch", "PaperCallMap", "PaperEnv", "Plain"]
+__all__ = ["CallMapReader", "Dispatch", "PaperCallMap", "PaperEnv", "Plain", "Reader", "Reading", "SurfaceReader"]

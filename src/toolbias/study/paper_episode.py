@@ -28,7 +28,7 @@ from ..variants.codec import Codec, Control
 from ..variants.instructions import variant_instructions
 from .episode import CallRecord, Condition, EpisodeConfig, EpisodeRecord, Termination
 from .paper_env import PaperCallMap, PaperEnv
-from .paper_protocol import paper_system_prompt, runner_of
+from .paper_protocol import Runner, paper_system_prompt, runner_of
 from .success import MatchRule
 
 
@@ -55,7 +55,11 @@ async def run_paper_episode(task: Task, codec: Codec, model: ModelAPI, config: E
     for model behaviour; provider failures end the episode with ``Termination.INFRA_ERROR``."""
     started = time.perf_counter()
     agent = model.for_episode(task, codec)
-    env = PaperEnv(calls.for_domain(task.domain), task.domain, hard=config.control is Control.STRICT)
+    hard = config.control is Control.STRICT
+    # the whole-catalog runners qualify native names by class: an unknown name run under loose
+    # control is unqualified there (domain ""), and never matches the gold
+    agentic = runner_of(codec.name) is Runner.AGENTIC
+    env = PaperEnv(calls.reader(task.domain, hard), task.domain, hard, unknown_domain=None if agentic else "")
     tools = codec.schema(task.domain)
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
                         control=config.control.value, condition=config.condition_label, query=task.query,

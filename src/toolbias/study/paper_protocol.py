@@ -119,7 +119,9 @@ _CLASS_GROUPING = ("class_semantic", "class_neutral", "random_neutral", "anti_cl
 
 
 def runner_of(variant: str) -> Runner:
-    """The artifact runner whose prompt a variant is played with."""
+    """The artifact runner whose prompt a variant is played with (``paper.<name>``, the artifact's
+    own rendering of a variant, as ``<name>``)."""
+    variant = variant.removeprefix("paper.")
     if variant.startswith(_HIERARCHY):
         return Runner.HIERARCHY
     if variant.startswith(_CLASS_GROUPING):
