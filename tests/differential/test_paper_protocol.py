@@ -47,6 +47,27 @@ MODEL = "fake-model"
 ARTIFACT = {"native": ("SCHEMA_VARIANT", "5"), "fully_merged": ("SCHEMA_VARIANT", "0"),
             "strip_descriptions": ("SCHEMA_SPEC", "s_nodesc.json"), "reorder_arguments": ("SCHEMA_SPEC", "s_shuffle.json"),
             "transaction": ("SCHEMA_SPEC", "curry.json")}
+#: the artifact's own renderings of Figure 2's per-domain variants (``paper.<name>``), where toolbias has them
+PAPER_RENDERINGS = {"paper.native": ("SCHEMA_VARIANT", "5"), "paper.fully_merged": ("SCHEMA_VARIANT", "0"),
+                    "paper.fully_split": ("SCHEMA_VARIANT", "9"), "paper.interval_split": ("SCHEMA_SPEC", "pred.json"),
+                    "paper.nested_args": ("SCHEMA_SPEC", "pack.json"),
+                    "paper.strip_descriptions": ("SCHEMA_SPEC", "s_nodesc.json"),
+                    "paper.reorder_arguments": ("SCHEMA_SPEC", "s_shuffle.json"),
+                    "paper.transaction": ("SCHEMA_SPEC", "curry.json"),
+                    "paper.reference_resolution": ("SCHEMA_SPEC", "indirect.json"),
+                    "paper.composed": ("SCHEMA_SPEC", "mixed.json")}
+
+
+def _has_renderings() -> bool:
+    try:
+        importlib.import_module("toolbias.variants.paper")
+    except ImportError:
+        return False
+    return True
+
+
+if _has_renderings():
+    ARTIFACT.update(PAPER_RENDERINGS)
 CONTROLS = {"strict": "hard", "lenient": "loose"}
 #: the artifact's run_agentic reads these at import time
 _ENV = ("SCHEMA_VARIANT", "SCHEMA_SPEC", "SCHEMA_CONTROL", "SCHEMA_K", "SYN_QUERIES", "MAX_TURNS", "SYN_MODEL",
@@ -106,9 +127,52 @@ def _names(tools: list[dict[str, Any]]) -> set[str]:
     return {t.get("function", t)["name"] for t in tools}
 
 
-def _encode(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]], begun: int) -> list[tuple[str, Any]]:
-    """Native calls in the variant's form: the flat dispatcher of a merged variant, begin / set /
-    commit for a tool in a transaction (handles counted on from ``begun`` earlier begins)."""
+#: the artifact's own encoder of the variant being played (its oracle), when the test sets one
+ENCODER: dict[str, Any] = {}
+
+
+def _artifact_form(domain: str, calls: list[tuple[str, dict[str, Any]]], begun: int) -> list[tuple[str, Any]] | None:
+    """The calls as the artifact's oracle writes them in the variant (resolver lookups, begin / set
+    / commit, baked names), transaction handles counted on from ``begun``; None where it cannot."""
+    ra = ENCODER.get("ra")
+    if ra is None:
+        return None
+    try:
+        if ra.adapter.spec is not None:
+            ops = importlib.import_module("toolschema.operators")
+            canon = importlib.import_module("toolschema.schema_adapter")._canonicalize
+            comp = ops.compile_spec([canon(t) for t in ra.ev.NATIVE[domain]], ra.adapter.spec, group=domain)
+            seq = comp.encode_episode([{"name": n, "arguments": a} for n, a in calls])
+        else:
+            seq = [_ladder_form(ra.VARIANT[domain][1], n, a) for n, a in calls]
+    except (AssertionError, KeyError, TypeError, ValueError):
+        return None
+    out = []
+    for name, args in seq:
+        if isinstance(args, dict) and str(args.get("txn_id", "")).startswith("txn_"):
+            args = {**args, "txn_id": f"txn_{int(args['txn_id'][4:]) + begun}"}
+        out.append((name, args))
+    return out
+
+
+def _ladder_form(call_map: dict[str, Any], name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    for vname, e in call_map.items():
+        if e.get("namespaced") and name in (e.get("ops") or []):
+            return vname, {"operation": name, **{f"{name}::{k}": v for k, v in args.items()}}
+        fixed = e.get("fixed") or {}
+        if e.get("op") == name and all(k in args and args[k] == v for k, v in fixed.items()):
+            return vname, {k: v for k, v in args.items() if k not in fixed}
+    raise KeyError(name)
+
+
+def _encode(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]], begun: int,
+            domain: str = "") -> list[tuple[str, Any]]:
+    """Native calls in the variant's form: the artifact's oracle where the test set it, else the
+    flat dispatcher of a merged variant, begin / set / commit for a tool in a transaction (handles
+    counted on from ``begun`` earlier begins), the native call otherwise."""
+    form = _artifact_form(domain, calls, begun)
+    if form is not None:
+        return form
     names = _names(tools)
     out: list[tuple[str, Any]] = []
     for name, args in calls:
@@ -152,14 +216,18 @@ def agent(body: dict[str, Any]) -> Reply:
     begun = sum(1 for m in messages for c in m.get("tool_calls") or [] if c["function"]["name"].startswith("begin_"))
     last = messages[-1]["content"] if messages[-1]["role"] == "tool" else ""
     gold = [(g["name"], dict(g.get("arguments") or {})) for g in q["gold_calls"]]
-    right = _encode(tools, gold, begun)
+
+    def _encode_q(tools: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]], begun: int) -> list[Any]:
+        return _encode(tools, calls, begun, q["domain"])
+
+    right = _encode_q(tools, gold, begun)
     done = Reply.text("Done.")
     if kind == "answer_only":
         return Reply.text("I cannot help with that.")
     if kind == "livelock":
-        return _wire(_encode(tools, gold[:1], begun))
+        return _wire(_encode_q(tools, gold[:1], begun))
     if kind == "sequential":  # one call of the variant's form per turn
-        whole = _encode(tools, gold, 0)
+        whole = _encode_q(tools, gold, 0)
         return _wire(whole[turn:turn + 1]) if turn < len(whole) else done
     if turn > 1 or (turn == 1 and kind not in ("off_schema_then_fix", "malformed_then_fix", "retry_on_error",
                                                "reversed")):
@@ -180,14 +248,14 @@ def agent(body: dict[str, Any]) -> Reply:
     if kind == "native_name":
         return _wire(gold)
     if kind == "wrong_operation":
-        return _wire(_encode(tools, [(gold[0][0] + "_now", gold[0][1])], begun) + _encode(tools, gold[1:], begun + 1))
+        return _wire(_encode_q(tools, [(gold[0][0] + "_now", gold[0][1])], begun) + _encode_q(tools, gold[1:], begun + 1))
     if kind == "no_operation":
         args = dict(first[1]) if isinstance(first[1], dict) else {}
         args.pop("operation", None)
         args.pop("txn_id", None)
         return _wire([(first[0], args), *rest])
     if kind == "retry_on_error":
-        return _wire(_encode(tools, [(gold[0][0], _perturbed("missing_argument", gold[0][1]))], begun)
+        return _wire(_encode_q(tools, [(gold[0][0], _perturbed("missing_argument", gold[0][1]))], begun)
                      + [(f"{gold[0][0]}_v2", {})])
     if kind == "reversed":  # protocol steps out of order (a transaction's commit before its begin)
         return _wire(right[::-1])
@@ -195,7 +263,7 @@ def agent(body: dict[str, Any]) -> Reply:
         return _wire([c for c in right if not c[0].startswith("commit_")] or right[:1])
     if kind == "twice":
         return _wire(right + right[-1:])
-    return _wire(_encode(tools, [(n, _perturbed(kind, a)) for n, a in gold], begun))
+    return _wire(_encode_q(tools, [(n, _perturbed(kind, a)) for n, a in gold], begun))
 
 
 def _chat_form(body: dict[str, Any]) -> dict[str, Any]:
@@ -243,8 +311,8 @@ def artifact_runner(variant: str, control: str, base_url: str, queries: Path, ap
     for k in _ENV:
         os.environ.pop(k, None)
     key, value = ARTIFACT[variant]
-    if key == "SCHEMA_SPEC":
-        value = str(REFERENCE / "benchmarks" / "synthetic" / "data" / "specs" / value)
+    if key == "SCHEMA_SPEC":  # the shared copy of the artifact's specs has all it reports (indirect, mixed)
+        value = str(DATA / "specs" / value)
     os.environ.update({key: value, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
                        "SYN_MODEL": MODEL})
     sys.path.insert(0, str(REFERENCE))
@@ -296,6 +364,9 @@ def test_requests_and_episodes_equal_the_artifacts(variant: str, control: str, s
                                                    query_file: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     ra = artifact_runner(variant, control, server.base_url, query_file)
+    ENCODER.clear()
+    if variant.startswith("paper."):
+        ENCODER["ra"] = ra
     server.requests.clear()
     theirs = {q["id"]: ra.run_episode(q) for q in SAMPLE}
     their_requests = _by_key(list(server.requests))
@@ -340,7 +411,7 @@ def test_requests_and_episodes_equal_the_artifacts(variant: str, control: str, s
 BY_QUERY_ID = {q["id"]: q for q in SAMPLE}
 #: variants whose tool lists toolbias renders as the artifact does (issue 25's second part makes
 #: the others so; each one added here has its whole request bodies compared)
-RENDERED = {"native", "strip_descriptions"}
+RENDERED = {"native", "strip_descriptions", *PAPER_RENDERINGS}
 
 
 @pytest.mark.parametrize("variant", list(ARTIFACT))
