@@ -138,7 +138,9 @@ def _artifact_form(domain: str, calls: list[tuple[str, dict[str, Any]]], begun: 
     if ra is None:
         return None
     try:
-        if ra.adapter.spec is not None:
+        if hasattr(ra, "COMP"):  # the whole-catalog runner: its compiled arm's oracle
+            seq = ra.COMP.encode_episode(domain, [{"name": n, "arguments": a} for n, a in calls])
+        elif ra.adapter.spec is not None:
             ops = importlib.import_module("toolschema.operators")
             canon = importlib.import_module("toolschema.schema_adapter")._canonicalize
             comp = ops.compile_spec([canon(t) for t in ra.ev.NATIVE[domain]], ra.adapter.spec, group=domain)
@@ -490,3 +492,128 @@ def test_dispatchers_read_calls_as_the_artifacts_merge_encodings(encoding: str, 
     theirs = {"encoding": encoding, "ops": ops, "op_params": params}
     assert ours.problem(args) == merge.validate_merged(theirs, args)
     assert ours.read(args) == merge.decode_merged(theirs, args)
+
+
+#: the artifact's whole-catalog renderings, played by its eval/run_hierarchy.py (HIER_ARM)
+HIERARCHY = {"paper.class_dispatch": "dispatch", "paper.namespaced_names": "qualified",
+             "paper.schema_discovery": "disclose", "paper.native_whole_catalog": "flat"}
+
+
+def hierarchy_runner(arm: str, control: str, base_url: str, queries: Path) -> ModuleType:
+    """``eval.run_hierarchy`` imported afresh for one arm and control, its client on ``base_url``."""
+    from openai import OpenAI
+
+    old = {k: os.environ.get(k) for k in (*_ENV, "HIER_ARM")}
+    for k in old:
+        os.environ.pop(k, None)
+    os.environ.update({"HIER_ARM": arm, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
+                       "SYN_MODEL": MODEL})
+    sys.path.insert(0, str(REFERENCE))
+    try:
+        common = importlib.import_module("eval.common")
+        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
+        common.MODEL = MODEL
+        common.API = "chat"
+        return importlib.reload(importlib.import_module("eval.run_hierarchy"))
+    finally:
+        sys.path.remove(str(REFERENCE))
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.skipif(not _has_renderings(), reason="needs the artifact's own renderings (paper.<name> variants)")
+@pytest.mark.parametrize("control", list(CONTROLS))
+@pytest.mark.parametrize("variant", list(HIERARCHY))
+def test_whole_catalog_runs_equal_the_artifacts_hierarchy_runner(variant: str, control: str, server: FakeOpenAIServer,
+                                                                 query_file: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The hierarchy arms (class dispatch, namespaced names, schema discovery, the whole native
+    catalog) against eval/run_hierarchy.py: its prompt, the whole catalog in every request, native
+    actions qualified by class."""
+    ra = hierarchy_runner(HIERARCHY[variant], control, server.base_url, query_file)
+    ENCODER.clear()
+    ENCODER["ra"] = ra
+    server.requests.clear()
+    theirs = {q["id"]: ra.run_episode(q) for q in SAMPLE}
+    their_requests = _by_key(list(server.requests))
+    server.requests.clear()
+    ours = toolbias_run(capsys, variant, control, server.base_url, query_file, tmp_path / "s.db")
+    our_requests = _by_key(list(server.requests))
+    assert all(r["err"] is None for r in theirs.values())
+    assert set(our_requests) == set(their_requests)
+    for key, body in their_requests.items():
+        assert our_requests[key] == body, f"request {key[1]} of {BY_QUERY[key[0]]['id']}"
+    for tid, t in theirs.items():
+        o = ours[tid]
+        actions = [[f"{a['domain']}.{a['tool']}" if a["domain"] else a["tool"], a["arguments"]] for a in o["executed"]]
+        assert (int(o["success"]), actions, o["turns"], o["paper"]["n_calls"], o["paper"]["n_rejected"],
+                o["paper"]["argument_parse_errors"]) == \
+            (t["exact"], t["actions"], t["turns"], t["n_calls"], t["n_rejected"], t["argument_parse_errors"]), \
+            f"{tid} ({persona(BY_QUERY_ID[tid])})"
+    assert {r["exact"] for r in theirs.values()} == {0, 1}
+
+
+#: Table 8's whole-catalog groupings, played by its eval/run_class_grouping.py (SCHEMA_SPEC)
+CLASS_GROUPING = {"paper.merge_catalog_class_names": "class_semantic.json",
+                  "paper.merge_catalog_neutral_names": "class_neutral.json",
+                  "paper.merge_catalog_random_classes": "random_neutral_r0.json",
+                  "paper.merge_catalog_anti_classes": "anti_class_neutral_r0.json"}
+
+
+def class_grouping_runner(spec: str, control: str, base_url: str, queries: Path) -> ModuleType:
+    """``eval.run_class_grouping`` imported afresh for one grouping file and control."""
+    from openai import OpenAI
+
+    old = {k: os.environ.get(k) for k in _ENV}
+    for k in old:
+        os.environ.pop(k, None)
+    os.environ.update({"SCHEMA_SPEC": str(DATA / "specs" / spec), "SCHEMA_CONTROL": CONTROLS[control],
+                       "SYN_QUERIES": str(queries), "SYN_MODEL": MODEL})
+    sys.path.insert(0, str(REFERENCE))
+    try:
+        common = importlib.import_module("eval.common")
+        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
+        common.MODEL = MODEL
+        common.API = "chat"
+        return importlib.reload(importlib.import_module("eval.run_class_grouping"))
+    finally:
+        sys.path.remove(str(REFERENCE))
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.skipif(not _has_renderings(), reason="needs the artifact's own renderings (paper.<name> variants)")
+@pytest.mark.parametrize("control", list(CONTROLS))
+@pytest.mark.parametrize("variant", list(CLASS_GROUPING))
+def test_table8_runs_equal_the_artifacts_class_grouping_runner(variant: str, control: str, server: FakeOpenAIServer,
+                                                               query_file: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Table 8's whole-catalog groupings against eval/run_class_grouping.py: its prompt, every
+    dispatcher in every request, actions qualified by class, its flags."""
+    ra = class_grouping_runner(CLASS_GROUPING[variant], control, server.base_url, query_file)
+    ENCODER.clear()
+    ENCODER["ra"] = ra
+    server.requests.clear()
+    theirs = {q["id"]: ra.run_episode(q) for q in SAMPLE}
+    their_requests = _by_key(list(server.requests))
+    server.requests.clear()
+    ours = toolbias_run(capsys, variant, control, server.base_url, query_file, tmp_path / "s.db")
+    our_requests = _by_key(list(server.requests))
+    assert all(r["err"] is None for r in theirs.values())
+    assert set(our_requests) == set(their_requests)
+    for key, body in their_requests.items():
+        assert our_requests[key] == body, f"request {key[1]} of {BY_QUERY[key[0]]['id']}"
+    for tid, t in theirs.items():
+        o = ours[tid]
+        actions = [[f"{a['domain']}.{a['tool']}" if a["domain"] else a["tool"], a["arguments"]] for a in o["executed"]]
+        assert (int(o["success"]), actions, o["turns"], o["paper"]["n_calls"], o["paper"]["n_rejected"],
+                o["paper"]["flags"], o["paper"]["argument_parse_errors"]) == \
+            (t["exact"], t["actions"], t["turns"], t["n_calls"], t["n_rejected"], t["flags"],
+             t["argument_parse_errors"]), f"{tid} ({persona(BY_QUERY_ID[tid])})"
+    assert {r["exact"] for r in theirs.values()} == {0, 1}

@@ -114,8 +114,9 @@ class Runner(str, Enum):
 
 
 #: variants the artifact plays with its whole-catalog runners (by toolbias name or prefix)
-_HIERARCHY = ("class_dispatch", "namespaced_names", "schema_discovery", "hier_")
-_CLASS_GROUPING = ("class_semantic", "class_neutral", "random_neutral", "anti_class_neutral", "table8_")
+_HIERARCHY = ("class_dispatch", "namespaced_names", "schema_discovery", "native_whole_catalog", "hier_")
+_CLASS_GROUPING = ("class_semantic", "class_neutral", "random_neutral", "anti_class_neutral", "merge_catalog_",
+                   "table8_")
 
 
 def runner_of(variant: str) -> Runner:
