@@ -34,12 +34,13 @@ from hypothesis import strategies as st
 
 from tests.support.api_servers import FakeAPIServer, responses_answer
 from tests.support.cli import run_cli
-from tests.support.paths import SHARED, SHARED_DATA
+from tests.support.paths import SHARED_DATA
+from tests.support.reference_artifact import ARTIFACT
 from tests.support.servers import FakeOpenAIServer, Reply
 from toolbias.store import Store
 from toolbias.study.paper_env import Dispatch
 
-REFERENCE = SHARED / "reference" / "ToolSchemaSpace"
+REFERENCE = ARTIFACT  # ../shared/reference/ToolSchemaSpace
 DATA = SHARED_DATA / "toolschemaspace"
 MODEL = "fake-model"
 #: how the artifact builds each variant: its ladder index (SCHEMA_VARIANT with SCHEMA_K=10: 5 is native,
