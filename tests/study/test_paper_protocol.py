@@ -90,10 +90,10 @@ def test_the_paper_protocol_refuses_another_match_rule_and_variants_it_cannot_re
     r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--protocol", "paper", "--match", "exact",
                                  "--store", str(tmp_path / "a.db")])
     assert r.exit_code != 0 and "--match exact cannot be used with --protocol paper" in str(r.exception)
-    r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--protocol", "paper", "--variants", "fully_split",
+    r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--protocol", "paper", "--variants", "transaction_shared",
                                  "--tasks", "2", "--store", str(tmp_path / "b.db")])
     assert isinstance(r.exception, ProtocolNotImplemented), r.output
-    assert "variant 'fully_split'" in str(r.exception)
+    assert "variant 'transaction_shared'" in str(r.exception)
     assert not (tmp_path / "b.db").exists()
 
 

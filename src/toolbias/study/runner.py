@@ -174,6 +174,27 @@ def codec_steps(codec: Codec) -> list[Any]:
     return [[layer.op, layer.params] for layer in codec.layers]
 
 
+def paper_variants(selector: str) -> list[VariantSpec]:
+    """The variants a study under the paper's protocol plays: each name (or group: representative,
+    all, paper-*) as the artifact renders it (``paper.<name>``, :mod:`toolbias.variants.paper`)
+    where it has a rendering, else toolbias's own variant of that name (read as the artifact would
+    read it, or refused: :class:`~toolbias.study.paper_env.PaperCallMap`)."""
+    from ..errors import VariantError
+    from ..variants.paper import paper_renderings
+
+    out: dict[str, VariantSpec] = {}
+    for name in (n.strip() for n in selector.split(",")):
+        if not name:
+            continue
+        try:
+            specs = paper_renderings(name)
+        except VariantError:
+            specs = resolve_variants(name)
+        for spec in specs:
+            out.setdefault(spec.name, spec)
+    return list(out.values())
+
+
 def apportion(sizes: Mapping[Any, int], n: int, rng: random.Random) -> dict[Any, int]:
     """``n`` units over strata in proportion to ``sizes``: each gets the whole part of its quota,
     and the units left go to strata drawn (seeded, without replacement) with probability
@@ -269,7 +290,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
         cfg = replace(cfg, match=MatchRule.PAPER)  # the artifact's success rule, always
     elif cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
         cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
-    specs: list[VariantSpec] = resolve_variants(cfg.variants)
+    specs: list[VariantSpec] = paper_variants(cfg.variants) if cfg.protocol is Protocol.PAPER \
+        else resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
     if cfg.protocol is Protocol.PAPER:
