@@ -49,23 +49,52 @@ def test_the_rule_is_part_of_the_stored_condition() -> None:
     assert condition_label("base", MatchRule.EXACT) == "base"
 
 
-def test_protocol_paper_is_a_clear_error_naming_the_match_rule() -> None:
+def test_protocol_paper_is_a_clear_error_where_it_is_not_reproduced() -> None:
     assert check_protocol("toolbias") is Protocol.TOOLBIAS
+    assert check_protocol("paper", "run") is Protocol.PAPER
     with pytest.raises(ProtocolNotImplemented) as e:
-        check_protocol("paper")
-    assert e.value.fix is not None and "--match paper" in e.value.fix
+        check_protocol("paper", "probe")
+    assert e.value.fix is not None and "--protocol paper" in e.value.fix and "--match paper" in e.value.fix
 
 
-def test_run_refuses_protocol_paper_before_any_work(tmp_path) -> None:
-    from toolbias.cli.run import run_cmd
+def test_run_under_the_paper_protocol_is_its_own_study(tmp_path) -> None:
+    from toolbias.cli import cli
+    from toolbias.store import Store
 
-    store = tmp_path / "s.db"
-    r = CliRunner().invoke(run_cmd, ["--model", "oracle", "--protocol", "paper", "--store", str(store)])
-    assert r.exit_code != 0
-    assert isinstance(r.exception, ProtocolNotImplemented)
-    assert not store.exists()
-    help_text = CliRunner().invoke(run_cmd, ["--help"]).output
-    assert "--protocol" in help_text and "the paper's)" not in help_text
+    store = str(tmp_path / "s.db")
+    for extra in ([], ["--protocol", "paper"]):
+        r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--variants", "native,fully_merged", "--tasks", "3",
+                                     "--store", store, *extra])
+        assert r.exit_code == 0, r.output
+    with Store(store) as st:
+        rows = list(st.rows())
+        studies = st.studies()
+    assert {r.condition for r in rows} == {"base", "base@paper"}
+    paper = [r for r in rows if r.condition == "base@paper"]
+    assert all(r.success for r in paper) and len(paper) == 6
+    assert all(r.record["match"] == "paper" and r.record["paper"]["n_rejected"] == 0 for r in paper)
+    # the artifact's prompt: the domain's system prompt, a blank line, its tool instruction
+    system = paper[0].record["messages"][0]["content"]
+    assert system.endswith("\n\nIMPORTANT: You are given a specific set of callable functions as your tools. "
+                           "You must accomplish the task using ONLY these provided functions and their declared "
+                           "arguments. Do not call any function that is not in the provided tool list, even if you "
+                           "know such a function exists. Encode every action using the tools exactly as defined.")
+    assert any(s.get("protocol") == "paper" for s in studies.values())
+    out = CliRunner().invoke(cli, ["report", "--store", store]).output
+    assert "strict/base:" in out and "strict/base@paper:" in out
+
+
+def test_the_paper_protocol_refuses_another_match_rule_and_variants_it_cannot_read(tmp_path) -> None:
+    from toolbias.cli import cli
+
+    r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--protocol", "paper", "--match", "exact",
+                                 "--store", str(tmp_path / "a.db")])
+    assert r.exit_code != 0 and "--match exact cannot be used with --protocol paper" in str(r.exception)
+    r = CliRunner().invoke(cli, ["run", "--model", "oracle", "--protocol", "paper", "--variants", "transaction_shared",
+                                 "--tasks", "2", "--store", str(tmp_path / "b.db")])
+    assert isinstance(r.exception, ProtocolNotImplemented), r.output
+    assert "variant 'transaction_shared'" in str(r.exception)
+    assert not (tmp_path / "b.db").exists()
 
 
 def test_grpo_default_reward_is_named_the_ablation_it_is() -> None:
@@ -101,6 +130,9 @@ def test_recommend_under_the_paper_rule_stores_its_own_condition(tmp_path) -> No
     with sqlite3.connect(store) as db:
         conditions = {c for (c,) in db.execute("select distinct condition from episodes")}
     assert conditions == {"base+paper"}
-    refused = CliRunner().invoke(cli, ["recommend", "--model", "oracle", "--protocol", "paper",
-                                       "--store", str(tmp_path / "x.db")])
-    assert isinstance(refused.exception, ProtocolNotImplemented)
+    paper = CliRunner().invoke(cli, ["recommend", "--model", "oracle", "--protocol", "paper", "--variants",
+                                     "native,fully_merged", "--sample", "4", "--store", str(store)])
+    assert paper.exit_code == 0, paper.output
+    with sqlite3.connect(store) as db:
+        conditions = {c for (c,) in db.execute("select distinct condition from episodes")}
+    assert conditions == {"base+paper", "base@paper"}

@@ -33,7 +33,8 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
               show_default=True, help="success rule, as `toolbias run --match` (paper: the schema-bias artifact's)")
 @click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
-              help="as `toolbias run --protocol` (paper: not implemented yet beyond --match paper)")
+              help="as `toolbias run --protocol` (paper: the schema-bias artifact's evaluation; variants whose "
+              "reading it does not reproduce yet are refused)")
 @store_option("recommend.db")
 @concurrency_option
 @click.option("--halving/--no-halving", default=True, show_default=True,
@@ -52,11 +53,12 @@ def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants:
 
     if export_dir:
         output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2], task_file])
-    check_protocol(protocol)
+    check_protocol(protocol, "recommend")
     rule = "" if match == "auto" else f"|{match}"
+    rule += "|paper-protocol" if protocol == "paper" else ""
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
                        concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}{rule}",
-                       base_urls=base_url, match=match, task_file=task_file)
+                       base_urls=base_url, match=match, task_file=task_file, protocol=protocol)
     cfg = apply_extra_body(cfg, extra_body)
     err = Console(stderr=True)
     if not halving:

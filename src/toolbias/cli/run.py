@@ -92,8 +92,10 @@ def _calls(value: str | None) -> tuple[int, ...]:
               "case-insensitive); auto: the catalog's own (bfcl for BFCL, else exact). A non-default rule is "
               "stored as part of the condition")
 @click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
-              help="toolbias (toolbias's own evaluation) or paper (the schema-bias artifact's: not implemented "
-              "yet beyond its success rule, --match paper; asking for it stops with an error)")
+              help="toolbias (toolbias's own evaluation: strict schema validation, replies that list the tools, "
+              "state after each call) or paper (the schema-bias artifact's: its hard/loose control for "
+              "strict/lenient, its replies and prompt, 1,024 tokens, 16 turns, its success rule; stored as "
+              "<condition>@paper)")
 @store_option("toolbias.db", help="SQLite file of the study")
 @click.option("--study", help="study name inside the store [default: model|control|condition, then |CATALOG for a catalog other than builtin]")
 @concurrency_option
@@ -118,13 +120,13 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
             temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
             html: str | None, task_file: str | None, extra_body: str | None) -> None:
     """Run a study: a model on every chosen variant x task. Re-running resumes."""
-    check_protocol(protocol)
+    check_protocol(protocol, "run")
     cfg, job = plan_study(model=model, catalog=catalog, variants=variants, tasks=tasks, sample=sample,
                        domains=domains, calls=_calls(calls), phrasing=phrasing, split=split, splits=splits,
                        seed=seed, control=control, condition=condition, match=match, turn_limit=turn_limit,
                        temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                        workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
-                       user_model=user_model, task_file=task_file)
+                       user_model=user_model, task_file=task_file, protocol=protocol)
     from .outputs import lasting_store, output_file
 
     lasting_store(store, command="run")

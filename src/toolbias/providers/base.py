@@ -147,6 +147,10 @@ class ModelAPI(ABC):
     #: its answer is a function of the request (messages, tools, tool_choice, config), so the
     #: wrapper may keep it in a response cache; False for agents bound to a task (oracle, scripted)
     cacheable: bool = False
+    #: the wire form of its requests where two differ: ``"toolbias"``, or ``"paper"`` (the
+    #: schema-bias artifact's, set by a study under ``--protocol paper``: its Responses API requests
+    #: carry no ``temperature`` or ``store`` and mark every tool ``"strict": false``)
+    request_form: str = "toolbias"
 
     @property
     def caches_responses(self) -> bool:

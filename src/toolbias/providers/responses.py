@@ -10,6 +10,9 @@ chat form every provider takes (:mod:`.base`) and go out in the Responses API's 
   ``function_call_output`` item (paired by ``call_id``); ``store`` is false (nothing kept server-side);
 - ``max_tokens`` is sent as ``max_output_tokens``; ``seed`` is not part of this API and is left out.
 
+Under ``--protocol paper`` (``request_form == "paper"``) requests take the artifact's form
+instead (:func:`paper_request`).
+
 The answer's ``output`` items map to :class:`ModelOutput`: ``message`` text is the content,
 ``function_call`` items the calls (``reasoning`` items are skipped); a ``"status": "failed"``
 answer is a retryable :class:`InfraError`. Transport, retries, cache and concurrency are those of
@@ -94,6 +97,28 @@ def input_items(messages: list[Message]) -> list[dict[str, Any]]:
     return items
 
 
+def paper_request(model: str, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                  max_tokens: int) -> dict[str, Any]:
+    """A Responses request as the schema-bias artifact writes it from a chat request
+    (``eval/common.py``): the input items of :func:`input_items` with a call's empty argument text
+    sent as ``"{}"``, tools ``{"type", "name", "description", "parameters", "strict": false}``, the
+    token cap as ``max_output_tokens``, and no ``temperature``, ``seed`` or ``store``."""
+    items = []
+    for item in input_items(messages):
+        if item.get("type") == "function_call" and not item["arguments"]:
+            item = {**item, "arguments": "{}"}
+        items.append(item)
+    entries = []
+    for t in tools:
+        fn = t.get("function", t)
+        entries.append({"type": "function", "name": fn["name"], "description": fn.get("description", ""),
+                        "parameters": fn.get("parameters", {"type": "object", "properties": {}}), "strict": False})
+    body: dict[str, Any] = {"model": model, "input": items, "tools": entries, "max_output_tokens": max_tokens}
+    if tool_choice:
+        body["tool_choice"] = tool_choice
+    return body
+
+
 class OpenAIResponsesProvider(OpenAIProvider):
     """``openai-responses:<model>``: the options of ``openai:`` models, through ``/responses``."""
 
@@ -110,7 +135,12 @@ class OpenAIResponsesProvider(OpenAIProvider):
 
     def request(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                 config: GenerateConfig) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "input": input_items(messages), "store": False,
+        if self.request_form == "paper":
+            body = paper_request(self.model, messages, tools, tool_choice, config.max_tokens)
+            if self.extra_body:
+                body.update(self.extra_body)  # e.g. the artifact's reasoning effort: {"reasoning": {"effort": ...}}
+            return body
+        body = {"model": self.model, "input": input_items(messages), "store": False,
                                 "temperature": config.temperature, "max_output_tokens": config.max_tokens}
         if config.top_p is not None:
             body["top_p"] = config.top_p

@@ -15,6 +15,7 @@ from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig
 from ..variants.codec import Control
 from .episode import Condition
+from .paper_protocol import PAPER_MAX_TOKENS, PAPER_TURN_LIMIT, Protocol
 from .runner import StudyConfig
 from .success import MatchRule
 
@@ -121,20 +122,30 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                study: str | None = None, cache: str | None = None,
                base_urls: Sequence[str] = (), user_model: str | None = None,
                match: MatchRule | str | None = None,
-               task_file: str | None = None) -> tuple[StudyConfig, DefaultJob | None]:
+               task_file: str | None = None,
+               protocol: Protocol | str = Protocol.TOOLBIAS) -> tuple[StudyConfig, DefaultJob | None]:
     """The study these options describe and the default job it is, if it is one: the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
     ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
-    ``match`` None or ``"auto"``: the catalog's own success rule (toolbias.study.success)."""
+    ``match`` None or ``"auto"``: the catalog's own success rule (toolbias.study.success).
+
+    ``protocol`` paper (toolbias.study.paper_protocol): the artifact's 16 turns and 1,024 tokens
+    unless given, its success rule (another ``match`` is refused), and no default job (its short
+    turns are not the paper's)."""
     chosen = parse_domains(domains)
-    job = default_job(model, catalog, tasks=tasks, sample=sample, domains=chosen, variants=variants, split=split)
+    paper = Protocol(protocol) is Protocol.PAPER
+    if paper and match not in (None, "auto", MatchRule.PAPER, MatchRule.PAPER.value):
+        raise ToolbiasError(f"--match {MatchRule(match).value} cannot be used with --protocol paper",
+                            where="--match", fix="leave --match out: the paper's protocol scores by the paper's rule")
+    job = None if paper else default_job(model, catalog, tasks=tasks, sample=sample, domains=chosen,
+                                         variants=variants, split=split)
     if job is not None:
         sample, chosen, variants, calls = job.sample, job.domains, job.variants, calls or job.calls
         phrasing = phrasing or job.phrasing
     if turn_limit is None:
-        turn_limit = job.turn_limit if job else TURN_LIMIT
+        turn_limit = PAPER_TURN_LIMIT if paper else job.turn_limit if job else TURN_LIMIT
     if max_tokens is None:
-        max_tokens = job.max_tokens if job else MAX_TOKENS
+        max_tokens = PAPER_MAX_TOKENS if paper else job.max_tokens if job else MAX_TOKENS
     cfg = StudyConfig(model=model, catalog=catalog, variants=variants or "representative", tasks=tasks,
                        sample=sample, seed=seed, domains=chosen, calls=tuple(calls), phrasing=phrasing or "query",
                        split=split, splits=splits, control=Control(control), condition=Condition(condition),
@@ -143,7 +154,7 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
                        user_model=user_model, match=None if match in (None, "auto") else MatchRule(match),
-                       task_file=task_file)
+                       task_file=task_file, protocol=Protocol(protocol))
     return cfg, job
 
 

@@ -19,6 +19,7 @@ from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, Mode
 from ..variants.codec import Codec, Control, Decoded, Outcome
 from ..variants.instructions import variant_instructions
 from .env import EpisodeEnvironment, User, make_environment
+from .paper_protocol import Protocol, protocol_label
 from .success import MatchRule, condition_label
 
 DEFAULT_SYSTEM = (
@@ -53,10 +54,16 @@ class EpisodeConfig:
     system_prompt: str = DEFAULT_SYSTEM
     #: the success rule episodes are scored under (toolbias.study.success); not part of play
     match: MatchRule = MatchRule.EXACT
+    #: whose evaluation the episode follows (toolbias.study.paper_protocol); paper: the artifact's
+    #: episode loop (toolbias.study.paper_episode), its success rule always
+    protocol: Protocol = Protocol.TOOLBIAS
 
     @property
     def condition_label(self) -> str:
-        """The stored condition: the intervention, plus a non-default match rule."""
+        """The stored condition: the intervention, plus a non-default match rule, or ``@paper``
+        under the paper's protocol."""
+        if self.protocol is Protocol.PAPER:
+            return protocol_label(self.condition.value, self.protocol)
         return condition_label(self.condition.value, self.match)
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +71,8 @@ class EpisodeConfig:
                "generate": self.generate.to_dict(), "system_prompt": self.system_prompt}
         if self.match is not MatchRule.EXACT:
             out["match"] = self.match.value
+        if self.protocol is not Protocol.TOOLBIAS:
+            out["protocol"] = self.protocol.value
         return out
 
 
@@ -116,6 +125,9 @@ class EpisodeRecord:
     match: str = MatchRule.EXACT.value
     #: an environment's own success check (BFCL multi-turn: state per user turn), if it has one
     state_check: dict[str, Any] | None = None
+    #: under the paper's protocol, what the artifact reports besides the actions (n_calls,
+    #: n_rejected, flags, argument_parse_errors, livelock: toolbias.study.paper_episode)
+    paper: dict[str, Any] | None = None
 
     @property
     def rejections(self) -> int:
@@ -137,6 +149,7 @@ class EpisodeRecord:
             **({"accept": self.accept} if self.accept else {}),
             **({"match": self.match} if self.match != MatchRule.EXACT.value else {}),
             **({"state_check": self.state_check} if self.state_check is not None else {}),
+            **({"paper": self.paper} if self.paper is not None else {}),
         }
 
 

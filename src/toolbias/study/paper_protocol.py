@@ -1,4 +1,4 @@
-"""The schema-bias artifact's evaluation protocol, as far as toolbias reproduces it so far.
+"""The schema-bias artifact's evaluation protocol, reproduced (``--protocol paper``).
 
 toolbias has two protocols, named so that their results are never confused:
 
@@ -6,11 +6,15 @@ toolbias has two protocols, named so that their results are never confused:
   under strict control, rejections that list the available tools, state JSON after each call,
   its own system prompt, and success under ``--match exact`` (values as JSON values, strings
   character for character). It is stricter than the artifact's and tells the model more.
-* ``paper``: the artifact's evaluation (``eval/run_agentic.py`` with ``toolschema/simenv.py``).
-  Implemented so far: its **success rule** (``--match paper``, below). Not yet: its hard/loose
-  control, its rejection and tool-result texts, its prompt composition, token cap and livelock
-  rule. ``--protocol paper`` therefore stops with an error naming ``--match paper``, rather
-  than produce numbers that only look like the paper's.
+* ``paper``: the artifact's evaluation (``eval/run_agentic.py`` with ``toolschema/simenv.py``):
+  its success rule (below), its hard and loose control (``--control strict`` and ``lenient``),
+  its tool-result and rejection texts, its prompt (the domain's system prompt, a blank line, then
+  :data:`TOOL_INSTRUCTION`; the whole-catalog runners their own instructions), 1,024 tokens per
+  turn, 16 turns and its livelock rule (``turns >= 16``), unparseable arguments executed as
+  ``{}``. The episode loop is :mod:`toolbias.study.paper_episode`; the environment that answers
+  calls as the artifact's ``SimEnv`` does is :mod:`toolbias.study.paper_env`. Episodes are
+  stored under the condition ``<condition>@paper`` (:func:`protocol_label`), so they are never
+  pooled with toolbias's.
 
 The artifact's success rule (the ``paper`` match rule): an episode succeeds when the multiset of
 executed native actions equals the gold's, where an action is its tool name and its arguments
@@ -77,22 +81,89 @@ def paper_match(gold_tool: str, gold_args: Mapping[str, Any] | None, tool: str,
 
 
 class ProtocolNotImplemented(ToolbiasError):
-    """``--protocol paper`` asked for before the artifact's whole protocol is reproduced."""
+    """``--protocol paper`` asked of a command or variant whose part of the artifact's protocol
+    toolbias does not reproduce yet."""
 
 
-def check_protocol(protocol: Protocol | str) -> Protocol:
-    """The protocol to run under; ``paper`` stops with what is missing and what to use instead."""
+#: tokens per model turn, model turns per episode (an episode that reaches it is a livelock)
+PAPER_MAX_TOKENS = 1024
+PAPER_TURN_LIMIT = 16
+
+#: the instruction the artifact's per-domain runner appends to the domain's system prompt
+#: (``toolschema/schema_adapter.py`` ``TOOL_INSTRUCTION``), after a blank line
+TOOL_INSTRUCTION = (
+    "IMPORTANT: You are given a specific set of callable functions as your tools. "
+    "You must accomplish the task using ONLY these provided functions and their "
+    "declared arguments. Do not call any function that is not in the provided tool "
+    "list, even if you know such a function exists. Encode every action using the "
+    "tools exactly as defined."
+)
+#: the whole-catalog runners' instructions (``eval/run_hierarchy.py``, ``eval/run_class_grouping.py``)
+HIERARCHY_INSTRUCTION = ("Use the provided tools to fulfil the request. The catalog spans "
+                         "several device/service classes; make sure you act on the right one. "
+                         "Call tools until the request is fully handled, then stop.")
+CLASS_GROUPING_INSTRUCTION = HIERARCHY_INSTRUCTION + " Use ONLY the provided functions and their declared arguments."
+
+
+class Runner(str, Enum):
+    """Which of the artifact's runners plays a variant (it decides the prompt)."""
+
+    AGENTIC = "agentic"                # eval/run_agentic.py: per-domain variants
+    HIERARCHY = "hierarchy"            # eval/run_hierarchy.py: class dispatch, namespaced names, discovery
+    CLASS_GROUPING = "class_grouping"  # eval/run_class_grouping.py: Table 8's whole-catalog groupings
+
+
+#: variants the artifact plays with its whole-catalog runners (by toolbias name or prefix)
+_HIERARCHY = ("class_dispatch", "namespaced_names", "schema_discovery", "native_whole_catalog", "hier_")
+_CLASS_GROUPING = ("class_semantic", "class_neutral", "random_neutral", "anti_class_neutral", "merge_catalog_",
+                   "table8_")
+
+
+def runner_of(variant: str) -> Runner:
+    """The artifact runner whose prompt a variant is played with (``paper.<name>``, the artifact's
+    own rendering of a variant, as ``<name>``)."""
+    variant = variant.removeprefix("paper.")
+    if variant.startswith(_HIERARCHY):
+        return Runner.HIERARCHY
+    if variant.startswith(_CLASS_GROUPING):
+        return Runner.CLASS_GROUPING
+    return Runner.AGENTIC
+
+
+def paper_system_prompt(domain_system: str, runner: Runner, note: str | None = None) -> str:
+    """The system message of a paper-protocol episode: the domain's system prompt, a blank line,
+    the runner's instruction, and ``note`` (an extra instruction, the artifact's ``SYN_NOTE``)
+    on a line of its own."""
+    instruction = {Runner.AGENTIC: TOOL_INSTRUCTION, Runner.HIERARCHY: HIERARCHY_INSTRUCTION,
+                   Runner.CLASS_GROUPING: CLASS_GROUPING_INSTRUCTION}[runner]
+    return f"{domain_system}\n\n{instruction}" + (f"\n{note}" if note else "")
+
+
+def protocol_label(condition: str, protocol: Protocol | str) -> str:
+    """The stored condition under a protocol: toolbias's keeps its label, the paper's is
+    ``<condition>@paper`` (its success rule is always the paper's)."""
+    return condition if Protocol(protocol) is Protocol.TOOLBIAS else f"{condition}@paper"
+
+
+def check_protocol(protocol: Protocol | str, command: str = "run") -> Protocol:
+    """The protocol to run under; a command that does not reproduce the paper's yet refuses it
+    with what to use instead."""
     p = Protocol(protocol)
-    if p is Protocol.PAPER:
+    if p is Protocol.PAPER and command not in PAPER_COMMANDS:
         raise ProtocolNotImplemented(
-            what="--protocol paper is not implemented yet: toolbias reproduces the artifact's success "
-                 "rule, but not its hard/loose control, its rejection and tool-result texts, its prompt "
-                 "composition, its 1,024-token cap or its livelock rule",
+            what=f"--protocol paper is not implemented for `toolbias {command}` yet (it is for "
+                 f"{', '.join('`toolbias ' + c + '`' for c in PAPER_COMMANDS)})",
             where="--protocol",
-            fix="run under toolbias's protocol with the artifact's success rule: --match paper "
-                "(stored as its own condition, e.g. base+paper, so it is never pooled with exact)")
+            fix="run the study with `toolbias run --protocol paper`, or keep toolbias's protocol with the "
+                "artifact's success rule: --match paper (stored as its own condition, e.g. base+paper)")
     return p
 
 
-__all__ = ["Protocol", "ProtocolNotImplemented", "check_protocol", "paper_arguments", "paper_key", "paper_match",
-           "paper_value"]
+#: commands that run under the paper's protocol
+PAPER_COMMANDS = ("run", "recommend")
+
+
+__all__ = ["CLASS_GROUPING_INSTRUCTION", "HIERARCHY_INSTRUCTION", "PAPER_COMMANDS", "PAPER_MAX_TOKENS",
+           "PAPER_TURN_LIMIT", "TOOL_INSTRUCTION", "Protocol", "ProtocolNotImplemented", "Runner",
+           "check_protocol", "paper_arguments", "paper_key", "paper_match", "paper_system_prompt", "paper_value",
+           "protocol_label", "runner_of"]

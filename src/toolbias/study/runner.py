@@ -30,8 +30,10 @@ from ..providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wr
 from ..store import COLUMNS, EpisodeRow, Store, StudyMeta, VariantMeta, episode_keys, stable_hash
 from ..variants import VariantSpec, build_codec, resolve_variants
 from ..variants.codec import Codec, Control
-from .env import environment_kind, make_environment
+from .env import Environment, environment_kind, make_environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
+from .paper_env import PaperCallMap
+from .paper_protocol import Protocol, ProtocolNotImplemented, protocol_label
 from .scoring import score_record
 from .success import MatchRule, condition_label
 
@@ -79,12 +81,17 @@ class StudyConfig:
     #: the user simulator of multi-turn catalogs (tau2:...): a model spec; None: the catalog's
     #: scripted user (opens with the task's request, ends at the agent's first answer)
     user_model: str | None = None
+    #: whose evaluation protocol (toolbias.study.paper_protocol): part of the stored condition
+    #: (``base@paper``), so the two are never pooled
+    protocol: Protocol = Protocol.TOOLBIAS
     #: the catalog's tasks from this JSONL file instead of its own (:mod:`toolbias.catalog.taskfile`);
     #: a default study name carries it, so each task file is a study of its own
     task_file: str | None = None
 
     @property
     def condition_label(self) -> str:
+        if self.protocol is Protocol.PAPER:
+            return protocol_label(self.condition.value, self.protocol)
         return condition_label(self.condition.value, self.match or MatchRule.EXACT)
 
     @property
@@ -113,6 +120,8 @@ class Study:
     max_concurrency: int | None = None
     #: the user simulator (``StudyConfig.user_model``), for catalogs with their own episodes
     user: ModelAPI | None = None
+    #: under the paper's protocol, each variant's reading as the artifact's call map (by variant name)
+    paper_maps: dict[str, PaperCallMap] = field(default_factory=dict)
 
     @property
     def classes(self) -> dict[str, str]:
@@ -154,6 +163,8 @@ class Study:
             "tasks": stable_hash(sorted(t.id for t in self.tasks)),
             "n_tasks": len(self.tasks), "control": cfg.control.value, "condition": cfg.condition_label,
             "turn_limit": cfg.turn_limit, "seed": cfg.seed,
+            # only when it says something: studies of toolbias's protocol keep their old identity
+            **({"protocol": cfg.protocol.value} if cfg.protocol is not Protocol.TOOLBIAS else {}),
         }
 
     def meta(self) -> StudyMeta:
@@ -167,6 +178,27 @@ class Study:
 
 def codec_steps(codec: Codec) -> list[Any]:
     return [[layer.op, layer.params] for layer in codec.layers]
+
+
+def paper_variants(selector: str) -> list[VariantSpec]:
+    """The variants a study under the paper's protocol plays: each name (or group: representative,
+    all, paper-*) as the artifact renders it (``paper.<name>``, :mod:`toolbias.variants.paper`)
+    where it has a rendering, else toolbias's own variant of that name (read as the artifact would
+    read it, or refused: :class:`~toolbias.study.paper_env.PaperCallMap`)."""
+    from ..errors import VariantError
+    from ..variants.paper import paper_renderings
+
+    out: dict[str, VariantSpec] = {}
+    for name in (n.strip() for n in selector.split(",")):
+        if not name:
+            continue
+        try:
+            specs = paper_renderings(name)
+        except VariantError:
+            specs = resolve_variants(name)
+        for spec in specs:
+            out.setdefault(spec.name, spec)
+    return list(out.values())
 
 
 def apportion(sizes: Mapping[Any, int], n: int, rng: random.Random) -> dict[Any, int]:
@@ -251,9 +283,13 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     # phrasing, then taken in the study's phrasing
     chosen = list(tasks) if tasks is not None else select_tasks(source, cfg)
     provider = model or make_provider(cfg.model, **cfg.provider_options)
+    if cfg.protocol is Protocol.PAPER:
+        provider.request_form = "paper"  # the artifact's wire form where it has its own (the Responses API)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
     wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
     settings = {"provider": provider.behaviour(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
+    if cfg.protocol is not Protocol.TOOLBIAS:
+        settings["protocol"] = cfg.protocol.value
     user = None
     if cfg.user_model:
         settings["user_model"] = cfg.user_model
@@ -262,11 +298,26 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     if tasks is None and catalog is not source:
         phrased = {(t.domain, t.id): t for t in catalog.tasks}
         chosen = [phrased[(t.domain, t.id)] for t in chosen]
-    if cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
+    if cfg.protocol is Protocol.PAPER:
+        cfg = replace(cfg, match=MatchRule.PAPER)  # the artifact's success rule, always
+    elif cfg.match is None:  # the catalog's own rule, resolved once: the study stores it
         cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
-    specs: list[VariantSpec] = resolve_variants(cfg.variants)
+    specs: list[VariantSpec] = paper_variants(cfg.variants) if cfg.protocol is Protocol.PAPER \
+        else resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
-    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user)
+    paper_maps: dict[str, PaperCallMap] = {}
+    if cfg.protocol is Protocol.PAPER:
+        if environment_kind(catalog) is not Environment:
+            raise ProtocolNotImplemented(
+                what=f"--protocol paper does not reproduce the artifact's adapter for catalog '{catalog.name}' yet "
+                     "(it runs its own environment)", where="--catalog",
+                fix="run the paper's protocol on the artifact's catalog (toolschemaspace:DIR) or the builtin one")
+        domains = sorted({t.domain for t in chosen})
+        for codec in codecs:  # a variant the artifact's reading is not reproduced for: refused before any work
+            paper_maps[codec.name] = PaperCallMap(codec)
+            paper_maps[codec.name].check(domains)
+    return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user,
+                 paper_maps)
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
@@ -340,6 +391,11 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
         return item[0]
 
     async def run_one(self, item: PlanItem, key: str) -> EpisodeRecord:
+        if self.episode_cfg.protocol is Protocol.PAPER:
+            from .paper_episode import run_paper_episode
+
+            return await run_paper_episode(item[2], item[1], self.study.model, self.episode_cfg,
+                                           self.study.paper_maps[item[1].name])
         env = make_environment(self.study.catalog, item[2], self.study.user)
         return await run_episode(item[2], item[1], self.study.model, self.episode_cfg, env=env)
 
@@ -384,7 +440,7 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     plan = study.plan()
     jobs = EpisodeJobs(study, EpisodeConfig(control=cfg.control, condition=cfg.condition,
                                             turn_limit=cfg.turn_limit, generate=cfg.generate,
-                                            match=cfg.match or MatchRule.EXACT))
+                                            match=cfg.match or MatchRule.EXACT, protocol=cfg.protocol))
     todo = pending(jobs, plan, store.done_keys(cfg.study_name))
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo),
                     successes=_stored_successes(store, cfg.study_name, jobs, plan, todo))
