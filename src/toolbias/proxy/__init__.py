@@ -38,6 +38,8 @@ def _uvicorn() -> Any:
 
 def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
     """The ASGI app for ``config``; conversations go to ``store`` (SQLite) when given."""
+    if config.protocol == "paper":
+        return ProxyApp(_paper_proxy(config, store), client_key=config.client_key)
     recorder = None
     if store:
         model = f"openai:{config.model}" if config.model else "proxy"
@@ -46,6 +48,17 @@ def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
                             condition="instruction" if config.instructions else "base")
     proxy = VariantProxy(config, recorder)
     return ProxyApp(proxy, on_shutdown=recorder.flush_and_close if recorder else None, client_key=config.client_key)
+
+
+def _paper_proxy(config: ProxyConfig, store: str | None) -> VariantProxy:
+    """The artifact's proxy (:mod:`.paper`); it keeps no store yet."""
+    from .paper import Feedback, PaperProxy
+    from .paper_tools import Settings
+
+    if store:
+        raise ToolbiasError("--protocol paper keeps no store yet (the artifact's proxy records nothing either)",
+                            where="--store", fix="leave out --store, or use --protocol toolbias to store conversations")
+    return PaperProxy(config, Feedback(config.paper_feedback), Settings(config.paper_classes, config.paper_cuts))
 
 
 def exposure_warning(host: str, client_key: str | None) -> str | None:

@@ -1,0 +1,124 @@
+"""``toolbias proxy --protocol paper`` on its own: the ``nofeedback`` protocol (which the artifact's
+README describes and its code lacks), the per-turn budgets, the operator names, the tool form.
+The artifact's ``feedback`` protocol is checked against its own code in
+``tests/differential/test_paper_proxy.py``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from toolbias.errors import ToolbiasError
+from toolbias.proxy import ProxyConfig, ProxyServer, build_app
+from toolbias.proxy.paper import NOFEEDBACK_ROUNDS, UNABLE
+from toolbias.proxy.paper_tools import UnknownOperator, canonical, operator_of, prose_enum
+
+pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
+
+from tests.support.servers import FakeOpenAIServer, Reply  # noqa: E402
+
+TOOLS = [
+    {"type": "function", "function": {"name": "lights_set", "description": "Set the lights.", "parameters": {
+        "type": "object", "properties": {"room": {"type": "string"}, "level": {"type": "integer"}},
+        "required": ["room", "level"]}}},
+    {"type": "function", "function": {"name": "lights_off", "description": "All lights off.",
+                                      "parameters": {"type": "object", "properties": {}, "required": []}}},
+]
+ASK = [{"role": "system", "content": "You run a house."}, {"role": "user", "content": "Dim the kitchen."}]
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+def _proxy(upstream: FakeOpenAIServer, variant: str, feedback: str, **options: Any) -> ProxyServer:
+    return ProxyServer(ProxyConfig(upstream=(upstream.base_url,), variant=variant, protocol="paper",
+                                   paper_feedback=feedback, **options)).start()
+
+
+def _chat(server: ProxyServer, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    r = httpx.post(server.base_url + "/chat/completions", timeout=30,
+                   json={"model": "fake-model", "messages": messages, "tools": TOOLS})
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def test_nofeedback_drops_a_refused_call_without_an_error(upstream: FakeOpenAIServer) -> None:
+    upstream.queue(Reply.calls(("no_such_tool", {}), ("execute", {"operation": "lights_off"}), content="ok"),
+                   Reply.text("done"))
+    server = _proxy(upstream, "fully_merged", "nofeedback")
+    try:
+        first = _chat(server, ASK)
+        msg = first["choices"][0]["message"]
+        assert [c["function"]["name"] for c in msg["tool_calls"]] == ["lights_off"]
+        assert first["proxy"] == {"variant": "merge", "protocol": "nofeedback"}
+        assert len(upstream.requests) == 1  # no retry
+        _chat(server, [*ASK, msg, {"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": "off"}])
+    finally:
+        server.stop()
+    seen = upstream.requests[1]["messages"]
+    said = [m for m in seen if m["role"] == "assistant"]
+    # the model's history keeps its own (variant) call, without the dropped one and without an error
+    assert said == [{"role": "assistant", "content": "ok", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "execute", "arguments": '{"operation": "lights_off"}'}}]}]
+    assert [m["content"] for m in seen if m["role"] == "tool"] == ["off"]
+    assert "error" not in json.dumps(seen)
+
+
+def test_nofeedback_ends_a_turn_without_a_valid_call_as_text(upstream: FakeOpenAIServer) -> None:
+    upstream.queue(Reply.calls(("no_such_tool", {}), ("execute", '{"bad'), content="I will try."))
+    server = _proxy(upstream, "merge", "nofeedback")
+    try:
+        out = _chat(server, ASK)
+    finally:
+        server.stop()
+    assert out["choices"][0]["message"] == {"role": "assistant", "content": "I will try."}
+    assert out["choices"][0]["finish_reason"] == "stop"
+    assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize(("feedback", "rounds"), [("nofeedback", NOFEEDBACK_ROUNDS), ("feedback", 16)])
+def test_protocol_steps_are_answered_within_the_turns_budget(upstream: FakeOpenAIServer, feedback: str,
+                                                             rounds: int) -> None:
+    upstream.default = Reply.calls(("begin_lights_set", {}))  # a transaction begun forever
+    server = _proxy(upstream, "transaction", feedback)
+    try:
+        out = _chat(server, ASK)
+    finally:
+        server.stop()
+    assert len(upstream.requests) == rounds
+    assert out["choices"][0]["message"] == {"role": "assistant", "content": UNABLE}
+    last = upstream.requests[-1]["messages"]
+    assert [json.loads(m["content"]) for m in last if m["role"] == "tool"][-1] == {"txn_id": f"txn_{rounds - 1}"}
+    assert last[0]["content"].startswith("You run a house.\n\nIMPORTANT: You are given")
+    assert "call the begin_* function first" in last[0]["content"]
+
+
+def test_operators_by_their_names_and_the_paper_variants() -> None:
+    assert operator_of("merge") == operator_of("fully_merged") == operator_of("paper.fully_merged") == "merge"
+    assert operator_of("schema_discovery") == "disclose"
+    with pytest.raises(UnknownOperator, match="fully_merged"):
+        operator_of("reference_resolution")
+
+
+def test_a_store_is_refused_under_the_paper_protocol(upstream: FakeOpenAIServer, tmp_path: Any) -> None:
+    with pytest.raises(ToolbiasError, match="keeps no store"):
+        build_app(ProxyConfig(upstream=(upstream.base_url,), variant="merge", protocol="paper"), str(tmp_path / "s.db"))
+
+
+def test_canonical_form_lifts_a_prose_value_set() -> None:
+    assert prose_enum({"type": "string", "description": "Mode (eco/sport)."}) == ["eco", "sport"]
+    assert prose_enum({"type": "string", "description": "Options: low, high or max."}) == ["low", "high", "max"]
+    assert prose_enum({"type": "string", "description": "A colour, e.g. 'red' or 'blue'."}) is None
+    tool = canonical({"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]}},
+        "$defs": {"X": {"type": "string", "enum": ["a", "b"]}}}}})
+    assert tool == {"name": "f", "description": "", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "enum": ["a", "b"]}}, "required": []}}
