@@ -6,14 +6,15 @@ The artifact's ``feedback`` protocol is checked against its own code in
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from toolbias.errors import ToolbiasError
-from toolbias.proxy import ProxyConfig, ProxyServer, build_app
+from toolbias.proxy import ProxyConfig, ProxyServer
 from toolbias.proxy.paper import NOFEEDBACK_ROUNDS, UNABLE
 from toolbias.proxy.paper_tools import UnknownOperator, canonical, operator_of, prose_enum
 
@@ -108,9 +109,24 @@ def test_operators_by_their_names_and_the_paper_variants() -> None:
         operator_of("reference_resolution")
 
 
-def test_a_store_is_refused_under_the_paper_protocol(upstream: FakeOpenAIServer, tmp_path: Any) -> None:
-    with pytest.raises(ToolbiasError, match="keeps no store"):
-        build_app(ProxyConfig(upstream=(upstream.base_url,), variant="merge", protocol="paper"), str(tmp_path / "s.db"))
+@pytest.mark.parametrize(("feedback", "condition"), [("feedback", "base@paper"), ("nofeedback", "nofeedback@paper")])
+def test_stored_live_rows_name_the_protocol(upstream: FakeOpenAIServer, tmp_path: Path, feedback: str,
+                                           condition: str) -> None:
+    db = tmp_path / "live.db"
+    upstream.queue(Reply.calls(("no_such_tool", {}), ("execute", {"operation": "lights_off"})))
+    server = ProxyServer(ProxyConfig(upstream=(upstream.base_url,), variant="fully_merged", protocol="paper",
+                                     paper_feedback=feedback), store=str(db)).start()
+    try:
+        _chat(server, ASK)
+    finally:
+        server.stop()
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT study, variant, condition, n_executed, n_rejections, record FROM episodes "
+                         "WHERE kind='live'").fetchall()
+    assert [r[:5] for r in rows] == [("proxy|paper:merge", "paper:merge", condition, 1, 1)]
+    calls = json.loads(rows[0][5])["live"]["calls"]
+    assert [c["outcome"] for c in calls] == ["rejection" if feedback == "feedback" else "dropped", "native"]
+    assert calls[1]["native"] == ["lights_off", {}]
 
 
 def test_canonical_form_lifts_a_prose_value_set() -> None:

@@ -48,6 +48,7 @@ from ..providers.base import InfraError
 from ..providers.openai import OpenAIProvider
 from ..study.paper_protocol import TOOL_INSTRUCTION
 from ..variants.spec import VariantSpec
+from .conversation import CallLog
 from .paper_tools import OPERATORS, PROTOCOL_NOTES, ProxyVariant, Settings, build_variant, operator_of
 from .request import ProxyError
 from .service import ProxyConfig, VariantProxy, upstream_error
@@ -75,6 +76,8 @@ class Turn:
     natives: list[tuple[str, Any, dict[str, Any]]] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
     refused: set[str] = field(default_factory=set)
+    #: each call as the stored row keeps it: the call, its outcome, its native call or answer
+    entries: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _answer(call_id: str, payload: Mapping[str, Any] | str) -> dict[str, Any]:
@@ -93,6 +96,7 @@ class PaperConversation:
     def __init__(self, variant: ProxyVariant, hard: bool) -> None:
         self.variant = variant
         self.hard = hard
+        self.log = CallLog(conv_id=uuid.uuid4().hex[:16], variant=f"paper:{variant.op}", domain="", catalog="request")
         self.txns = Transactions()
         self.by_call: dict[str, list[dict[str, Any]]] = {}
         self.by_text: dict[str, list[dict[str, Any]]] = {}
@@ -121,18 +125,33 @@ class PaperConversation:
         for c in calls:
             cid = c.get("id") or f"call_{uuid.uuid4().hex[:12]}"
             name = c["function"]["name"]
-            try:
-                args = json.loads(c["function"].get("arguments") or "{}")
-                if not isinstance(args, dict):
-                    raise ValueError("arguments must be an object")
-            except Exception as exc:  # noqa: BLE001 - the artifact's text names the reader's error
-                self._refuse(turn, cid, {"error": f"Could not parse arguments: {exc}"})
-                continue
-            if self.variant.discovery:
-                self._discover(turn, cid, name, args)
+            natives = len(turn.natives)
+            self._one(turn, cid, name, c["function"].get("arguments"))
+            entry: dict[str, Any] = {"round": self.log.rounds, "tool_call": {
+                "id": cid, "name": name, "arguments": c["function"].get("arguments")}}
+            if len(turn.natives) > natives:
+                entry.update(outcome="native", native=list(turn.natives[-1][1:]))
+                self.log.native_calls += 1
             else:
-                self._call(turn, cid, name, args)
+                entry.update(outcome="rejection" if cid in turn.refused else "reply",
+                             message=turn.answers[-1]["content"])
+                self.log.rejections += cid in turn.refused
+                self.log.replies += cid not in turn.refused
+            turn.entries.append(entry)
         return turn
+
+    def _one(self, turn: Turn, cid: str, name: str, raw: Any) -> None:
+        try:
+            args = json.loads(raw or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be an object")
+        except Exception as exc:  # noqa: BLE001 - the artifact's text names the reader's error
+            self._refuse(turn, cid, {"error": f"Could not parse arguments: {exc}"})
+            return
+        if self.variant.discovery:
+            self._discover(turn, cid, name, args)
+        else:
+            self._call(turn, cid, name, args)
 
     def _refuse(self, turn: Turn, cid: str, payload: Mapping[str, Any] | str) -> None:
         self.n_rejected += 1
@@ -274,6 +293,7 @@ class PaperProxy(VariantProxy):
         if self.config.model:
             request["model"] = self.config.model
         conv = self._conversation(messages, tools)
+        conv.log.turns += 1
         transcript = self._prompt(conv.splice(messages))
         request["tools"], request["messages"] = conv.variant.tools, transcript
         if request.get("tool_choice") not in (None, "auto", "none", "required"):
@@ -288,21 +308,33 @@ class PaperProxy(VariantProxy):
                 data = await provider.post_json(provider.next_url(), "/chat/completions",
                                                 dict(request, messages=transcript + pending))
             except InfraError as exc:
+                conv.log.termination = "upstream_error"
+                self._record(conv.log)
                 raise upstream_error(exc) from None
             if not isinstance(data.get("choices"), list) or not data["choices"]:
                 raise ProxyError(502, "upstream model server: a response without choices", kind="upstream_error",
                                  code="upstream_bad_response")
             for k in usage:
                 usage[k] += (data.get("usage") or {}).get(k, 0) or 0
+            conv.log.rounds += 1
+            conv.log.prompt_tokens += (data.get("usage") or {}).get("prompt_tokens", 0) or 0
+            conv.log.completion_tokens += (data.get("usage") or {}).get("completion_tokens", 0) or 0
             msg = data["choices"][0].get("message") or {}
             calls = msg.get("tool_calls") or []
             said: dict[str, Any] = {"role": "assistant", "content": msg.get("content"),
                                     **({"tool_calls": calls} if calls else {})}
             if not calls:
                 conv.by_text[_content_key(msg.get("content"))] = [*pending, said]
+                conv.log.last_answer = msg.get("content")
                 break
             turn = conv.decode(calls)
             answers = turn.answers
+            if self.feedback is Feedback.NOFEEDBACK:
+                for entry in turn.entries:
+                    if entry["outcome"] == "rejection":
+                        entry["outcome"] = "dropped"
+                        entry.pop("message")
+            conv.log.calls.extend(turn.entries)
             if self.feedback is Feedback.NOFEEDBACK and turn.refused:
                 kept = [c for c in calls if c.get("id") not in turn.refused]
                 said = {"role": "assistant", "content": msg.get("content"), **({"tool_calls": kept} if kept else {})}
@@ -312,6 +344,7 @@ class PaperProxy(VariantProxy):
                     conv.by_text[_content_key(text)] = [*pending, {"role": "assistant", "content": text}]
                     data["choices"][0]["message"] = {"role": "assistant", "content": text}
                     data["choices"][0]["finish_reason"] = "stop"
+                    conv.log.last_answer = text
                     break
             if turn.natives:
                 conv.by_call[turn.natives[0][0]] = [*pending, said, *answers]
@@ -321,9 +354,12 @@ class PaperProxy(VariantProxy):
                 data["choices"][0]["finish_reason"] = "tool_calls"
                 break
             pending += [said, *answers]
+            conv.log.protocol_rounds += 1
         else:
             data["choices"][0]["message"] = {"role": "assistant", "content": UNABLE}
             data["choices"][0]["finish_reason"] = "stop"
+            conv.log.termination = "protocol_round_limit"
+        self._record(conv.log)
         data["usage"] = usage
         data.setdefault("proxy", {})["variant"] = self.op
         data["proxy"]["protocol"] = self.feedback.value
