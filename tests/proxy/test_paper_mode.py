@@ -20,6 +20,7 @@ from toolbias.proxy.paper_tools import UnknownOperator, canonical, operator_of, 
 
 pytest.importorskip("uvicorn", reason="toolbias proxy needs uvicorn (pip install 'toolbias[proxy]')")
 
+from tests.support.cli import run_cli  # noqa: E402
 from tests.support.servers import FakeOpenAIServer, Reply  # noqa: E402
 
 TOOLS = [
@@ -138,3 +139,29 @@ def test_canonical_form_lifts_a_prose_value_set() -> None:
         "$defs": {"X": {"type": "string", "enum": ["a", "b"]}}}}})
     assert tool == {"name": "f", "description": "", "parameters": {
         "type": "object", "properties": {"x": {"type": "string", "enum": ["a", "b"]}}, "required": []}}
+
+
+def test_the_command_refuses_a_variant_the_artifacts_proxy_lacks(capsys: pytest.CaptureFixture[str],
+                                                                 upstream: FakeOpenAIServer) -> None:
+    code, _, err = run_cli(capsys, "proxy", "--protocol", "paper", "--variant", "reference_resolution",
+                           "--upstream", upstream.base_url, "--port", "0")
+    assert code != 0
+    assert "no operator for variant 'reference_resolution'" in err and "Traceback" not in err
+
+
+def test_the_command_reads_classes_and_cuts_files(capsys: pytest.CaptureFixture[str], upstream: FakeOpenAIServer,
+                                                  tmp_path: Path) -> None:
+    bad = tmp_path / "classes.json"
+    bad.write_text("[1, 2]")
+    code, _, err = run_cli(capsys, "proxy", "--protocol", "paper", "--variant", "merge_app", "--classes", str(bad),
+                           "--upstream", upstream.base_url, "--port", "0")
+    assert code != 0 and "must hold a JSON object" in err
+
+
+def test_classes_and_cuts_shape_the_variant() -> None:
+    from toolbias.proxy.paper_tools import Settings, build_variant
+
+    settings = Settings({"lights_set": "home", "lights_off": "home"}, {"lights_set.level": 50})
+    assert [t["function"]["name"] for t in build_variant("merge_app", TOOLS, settings).tools] == ["home_execute"]
+    assert [t["function"]["name"] for t in build_variant("pred", TOOLS, settings).tools] == [
+        "lights_set__level_lt_50", "lights_set__level_ge_50", "lights_off"]
