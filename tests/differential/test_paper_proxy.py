@@ -266,3 +266,33 @@ def test_same_requests_and_replies_as_the_artifacts_proxy(op: str, control: Cont
         sent = [t["function"]["name"] for t in ours_up.requests[0]["tools"]]
         unchanged = op in ("native", "strip", "reorder", "nest")
         assert (sent == [t["function"]["name"] for t in tools]) == unchanged
+
+
+def _streamed(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A streamed reply put back together as a harness does: content, calls by index, finish reason."""
+    request = urllib.request.Request(url + "/chat/completions", data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        lines = r.read().decode().splitlines()
+    content, calls, finish = "", {}, None
+    for line in lines:
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        for choice in json.loads(line[6:]).get("choices", []):
+            delta = choice.get("delta", {})
+            content += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                calls.setdefault(call["index"], call)
+            finish = choice.get("finish_reason") or finish
+    return {"content": content, "tool_calls": [{k: v for k, v in calls[i].items() if k != "index"}
+                                               for i in sorted(calls)], "finish_reason": finish}
+
+
+@pytest.mark.parametrize("op", ["transaction", "merge"])
+def test_a_streamed_turn_reads_the_same(op: str) -> None:
+    for url_theirs, url_ours, theirs_up, ours_up in _both(op, Control.STRICT):
+        body = {"model": "fake-model", "tools": NATIVE_TOOLS, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "Scenario a: do the chores."}]}
+        theirs, ours = _streamed(url_theirs, body), _streamed(url_ours, body)
+        assert ours == theirs and ours["tool_calls"]
+        assert ours_up.requests == theirs_up.requests and "stream" not in ours_up.requests[0]
