@@ -124,7 +124,7 @@ class PaperSurface(Layer):
                                        fix="check the spec file's renames and dispatcher names")
                 self._routes[key] = route
                 tools.append(Tool(name=str(s["name"]), description=str(s["description"]), parameters=s["parameters"],
-                                  domain=domain, cls=route.domain or domain))
+                                  domain=domain, cls=route.domain))
             self._recipes.update(surface.recipes)
         self.tools = tuple(tools)
 
