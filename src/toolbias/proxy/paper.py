@@ -100,8 +100,6 @@ class PaperConversation:
         self.txns = Transactions()
         self.by_call: dict[str, list[dict[str, Any]]] = {}
         self.by_text: dict[str, list[dict[str, Any]]] = {}
-        self.n_rejected = 0
-        self.n_meta = 0
 
     def splice(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The harness's messages with each assistant turn the proxy served replaced by its segment."""
@@ -154,7 +152,6 @@ class PaperConversation:
             self._call(turn, cid, name, args)
 
     def _refuse(self, turn: Turn, cid: str, payload: Mapping[str, Any] | str) -> None:
-        self.n_rejected += 1
         turn.refused.add(cid)
         turn.answers.append(_answer(cid, payload))
 
@@ -196,14 +193,12 @@ class PaperConversation:
             txns.opened += 1
             opened = f"txn_{txns.opened}"
             txns.txns[opened] = {"op": op, "args": {}, "done": False}
-            self.n_meta += 1
             turn.answers.append(_answer(cid, {"txn_id": opened}))
             return
         rest = dict(args)
         handle = rest.pop("txn_id", None) if kind == "set" else rest.get("txn_id")
         txn = txns.txns.get(handle) if isinstance(handle, str) else None
         if kind == "set":
-            self.n_meta += 1
             if txn is None or txn["op"] != op:
                 self._refuse(turn, cid, {"error": f"set_unknown_txn: {name}({handle})"})
             elif txn["done"]:
@@ -237,7 +232,6 @@ class PaperConversation:
         elif got.rejected:
             self._refuse(turn, cid, got.payload)
         else:
-            self.n_meta += 1
             turn.answers.append(_answer(cid, got.payload))
 
 
@@ -367,12 +361,6 @@ class PaperProxy(VariantProxy):
 
     def memory(self) -> dict[str, int]:
         return {"conversations": len(self.conversations)}
-
-    def stats(self) -> dict[str, Any]:
-        """The artifact's ``/stats``: conversations, refused calls, protocol steps answered."""
-        convs = list(self.conversations.values())
-        return {"op": self.op, "protocol": self.feedback.value, "conversations": len(convs),
-                "rejected": sum(c.n_rejected for c in convs), "meta_calls": sum(c.n_meta for c in convs)}
 
 
 __all__ = ["NOFEEDBACK_ROUNDS", "UNABLE", "Feedback", "PaperConversation", "PaperProxy", "Turn"]
