@@ -30,16 +30,36 @@ from ..variants.codec import Control
 @click.option("--retries", type=click.IntRange(min=1), default=3, show_default=True,
               help="attempts per upstream request on transient errors")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds per upstream request")
+@click.option("--protocol", type=click.Choice(["toolbias", "paper"]), default="toolbias", show_default=True,
+              help="paper: behave as the schema-bias artifact's proxy (toolschema/proxy.py); --variant is then "
+                   "one of its operators (merge, split, ...) or the paper variant it stands for (fully_merged)")
+@click.option("--paper-protocol", type=click.Choice(["feedback", "nofeedback"]), default="feedback",
+              show_default=True, help="under --protocol paper: feedback answers a refused call with an error and "
+              "asks again; nofeedback (the paper's real-benchmark runs) drops it, at most 8 model calls per turn")
+@click.option("--classes", "classes_file", help="under --protocol paper: JSON {tool: class} [default: the name's "
+              "prefix before '_']")
+@click.option("--cuts", "cuts_file", help='under --protocol paper: JSON {"tool.param": cut} for the interval split')
 def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host: str, port: int,
               store: str | None, study: str | None, model: str | None, api_key: str | None,
               proxy_key: str | None, control: str, instructions: bool, max_rounds: int, retries: int,
-              timeout: float) -> None:
+              timeout: float, protocol: str, paper_protocol: str, classes_file: str | None,
+              cuts_file: str | None) -> None:
     """Serve VARIANT to the model at --upstream; agents connect here and see native tools."""
     from ..proxy import ProxyConfig, ProxyServer, exposure_warning
 
+    paper: dict[str, dict[str, object]] = {}
+    for key, path in (("paper_classes", classes_file), ("paper_cuts", cuts_file)):
+        if path:
+            from ..base.jsonfile import read_json
+
+            data = read_json(path)
+            if not isinstance(data, dict):
+                raise click.BadParameter(f"{path} must hold a JSON object", param_hint="--" + key[6:])
+            paper[key] = data
     config = ProxyConfig(upstream=upstream, variant=variant, catalog=catalog, model=model, api_key=api_key,
                          control=Control(control), instructions=instructions, max_rounds=max_rounds,
-                         retries=retries, timeout=timeout, study=study, client_key=proxy_key or None)
+                         retries=retries, timeout=timeout, study=study, client_key=proxy_key or None,
+                         protocol=protocol, paper_feedback=paper_protocol, **paper)  # type: ignore[arg-type]
     server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
     from ..providers.openai import _redact
 

@@ -38,6 +38,10 @@ def _uvicorn() -> Any:
 
 def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
     """The ASGI app for ``config``; conversations go to ``store`` (SQLite) when given."""
+    if config.protocol == "paper":
+        paper = _paper_proxy(config, store)
+        return ProxyApp(paper, on_shutdown=paper.recorder.flush_and_close if paper.recorder else None,
+                        client_key=config.client_key)
     recorder = None
     if store:
         model = f"openai:{config.model}" if config.model else "proxy"
@@ -46,6 +50,24 @@ def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
                             condition="instruction" if config.instructions else "base")
     proxy = VariantProxy(config, recorder)
     return ProxyApp(proxy, on_shutdown=recorder.flush_and_close if recorder else None, client_key=config.client_key)
+
+
+def _paper_proxy(config: ProxyConfig, store: str | None) -> VariantProxy:
+    """The artifact's proxy (:mod:`.paper`). Its conversations are stored as live rows of variant
+    ``paper:<operator>`` under the condition ``base@paper`` (``nofeedback@paper`` under the
+    ``nofeedback`` protocol), never pooled with toolbias's own protocol."""
+    from ..study.paper_protocol import Protocol, protocol_label
+    from .paper import Feedback, PaperProxy
+    from .paper_tools import Settings, operator_of
+
+    feedback = Feedback(config.paper_feedback)
+    recorder = None
+    if store:
+        model = f"openai:{config.model}" if config.model else "proxy"
+        condition = "base" if feedback is Feedback.FEEDBACK else feedback.value
+        recorder = Recorder(store, config.study or f"proxy|paper:{operator_of(config.variant)}", model,
+                            control=Control(config.control).value, condition=protocol_label(condition, Protocol.PAPER))
+    return PaperProxy(config, feedback, Settings(config.paper_classes, config.paper_cuts), recorder)
 
 
 def exposure_warning(host: str, client_key: str | None) -> str | None:

@@ -50,6 +50,12 @@ class ProxyConfig:
     max_snapshot_bytes: int = 256 * 1024 * 1024  # ... and about how many bytes of transcript they may hold
     client_key: str | None = None       # clients must send 'Authorization: Bearer <it>' [default: anyone may]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``toolbias`` (this proxy's own handling) or ``paper`` (the artifact's proxy, :mod:`.paper`)
+    protocol: str = "toolbias"
+    #: under ``paper``: ``feedback`` or ``nofeedback``, and ``--classes`` / ``--cuts``
+    paper_feedback: str = "feedback"
+    paper_classes: dict[str, str] = field(default_factory=dict)
+    paper_cuts: dict[str, float] = field(default_factory=dict)
 
 
 #: request fields the proxy maps onto the upstream request itself

@@ -1,0 +1,278 @@
+"""The variant the paper's schema proxy shows for a request's native tools (``--protocol paper``).
+
+The schema-bias artifact's proxy (``toolschema/proxy.py``) builds its variant from the tools of
+each request, not from a catalog: every tool is first read into the artifact's canonical form
+(:func:`canonical`: ``$ref``/``allOf``/``anyOf`` flattened, and a string argument whose
+description names a closed set of values given that set as its ``enum``), then one of its
+operators (:data:`OPERATORS`, named after the paper's representative variants) is written as a
+spec of the artifact's ops (:func:`operator_ops`) and built by toolbias's rendering of the
+artifact's constructions (:mod:`toolbias.operators.paper`). Classes (class dispatch, namespaced
+names, schema discovery) are a tool's ``--classes`` entry, else the text of its name before the
+first ``_``; interval cuts are a ``"tool.param"`` entry of ``--cuts``, else the argument's
+numeric default, else 10.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ToolbiasError
+from ..operators.paper._build import Route, compile_ops, hierarchy
+
+#: the artifact's operator names, and the paper variant (toolbias's ``paper.<name>``) each stands for
+OPERATORS: dict[str, str] = {
+    "native": "native", "merge": "fully_merged", "merge_app": "class_dispatch", "split": "fully_split",
+    "pred": "interval_split", "nest": "nested_args", "rename_ns": "namespaced_names",
+    "rename_opaque": "opaque_names", "strip": "strip_descriptions", "reorder": "reorder_arguments",
+    "transaction": "transaction", "disclose": "schema_discovery", "composed": "composed",
+}
+#: the note the proxy adds to the prompt for the multi-step protocols
+PROTOCOL_NOTES = {
+    "transaction": ("Some actions are transactional: call the begin_* function first, read the returned txn_id, "
+                    "set each argument with the set_* functions (passing that exact txn_id), then call commit_* "
+                    "to execute. Nothing happens until commit."),
+    "disclose": ("Tool argument schemas are progressively disclosed. First call `list_methods` for the relevant "
+                 "class, then call `invoke` using the exact method name and argument schema returned by that "
+                 "result."),
+}
+#: the default interval cut, and the seed of the argument reordering
+DEFAULT_CUT = 10
+REORDER_SEED = 13
+
+
+class UnknownOperator(ToolbiasError):
+    """``--protocol paper`` given a variant the paper's proxy has no operator for."""
+
+
+def operator_of(variant: str) -> str:
+    """The artifact's operator for ``variant``: an operator name (``merge``), or the paper variant it
+    stands for, with or without the ``paper.`` prefix (``fully_merged``, ``paper.fully_merged``)."""
+    name = variant.removeprefix("paper.")
+    if name in OPERATORS:
+        return name
+    for op, paper in OPERATORS.items():
+        if paper == name:
+            return op
+    raise UnknownOperator(what=f"the paper's proxy has no operator for variant '{variant}'", where="--variant",
+                          fix="use one of: " + ", ".join(f"{op} ({paper})" for op, paper in OPERATORS.items()))
+
+
+# -- the artifact's canonical form of a request's tool ------------------------------------
+
+_OPEN_SET = re.compile(r"\betc\b|\.\.\.|e\.g\.|such as|for example|for instance", re.I)
+_QUOTED = re.compile(r"""["']([^"']+)["']""")
+_POSSIBLE_VALUES = re.compile(r"possible values[^.]*", re.I)
+_OPTIONS = re.compile(r"options?\b[^:.]{0,15}:\s*([^.]+)", re.I)
+_PARENTHESES = re.compile(r"\(([^)]*)\)")
+_LISTED = re.compile(r"/|,|\bor\b|\band\b", re.I)
+_ALTERNATIVES = re.compile(r"/|\bor\b", re.I)
+_ALNUM = re.compile(r"[A-Za-z0-9]")
+
+
+def _words(text: str) -> list[str]:
+    """Short single-word items of a ``a, b or c`` / ``a/b`` list."""
+    items = (piece.strip().strip("'\"").strip() for piece in _LISTED.split(text))
+    return [w for w in items if w and len(w) <= 20 and " " not in w]
+
+
+def _closed_set(items: Sequence[str]) -> list[str] | None:
+    """Two or more distinct values, each with a letter or digit and at most 30 characters; else None."""
+    values: list[str] = []
+    for raw in items:
+        v = raw.strip().strip("'\"").strip()
+        if not v:
+            continue
+        if len(v) > 30 or not _ALNUM.search(v):
+            return None
+        if v not in values:
+            values.append(v)
+    return values if len(values) >= 2 else None
+
+
+def prose_enum(schema: Mapping[str, Any]) -> list[str] | None:
+    """The closed value set a string argument's description names (``possible values 'a', 'b'``,
+    ``options: a, b``, ``(a/b)``), or None where it names none or leaves the set open (``e.g.``)."""
+    if schema.get("type") != "string" or "enum" in schema:
+        return None
+    text = str(schema.get("description", ""))
+    if _OPEN_SET.search(text):
+        return None
+    found = _POSSIBLE_VALUES.search(text)
+    if found and (values := _closed_set(_QUOTED.findall(found.group(0)))):
+        return values
+    found = _OPTIONS.search(text)
+    if found and (values := _closed_set(_words(found.group(1)))):
+        return values
+    for inside in _PARENTHESES.findall(text):
+        values = _closed_set(_QUOTED.findall(inside))
+        if values:
+            return values
+        if _ALTERNATIVES.search(inside) and (values := _closed_set(_words(inside))):
+            return values
+    return None
+
+
+def _flatten(schema: Any, defs: Mapping[str, Any]) -> Any:
+    """One argument's schema with ``$ref`` (into ``$defs``) inlined, ``allOf`` merged and ``anyOf``
+    read as its first branch that is not null; keys written on the argument itself win."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    ref = out.pop("$ref", None)
+    if ref and ref.startswith("#/$defs/"):
+        out = {**defs.get(ref.split("/")[-1], {}), **out}
+    if "allOf" in out:
+        merged: dict[str, Any] = {}
+        for part in out.pop("allOf"):
+            merged.update(_flatten(part, defs))
+        out = {**merged, **out}
+    if "anyOf" in out:
+        branches = [b for b in out.pop("anyOf") if not (isinstance(b, dict) and b.get("type") == "null")]
+        if branches:
+            out = {**_flatten(branches[0], defs), **out}
+    return out
+
+
+def canonical(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's tool (``{"type": "function", "function": {...}}`` or the function itself) in the
+    artifact's canonical form: name, description, and parameters with only type, properties
+    (flattened, prose value sets lifted into ``enum``) and required."""
+    fn = tool.get("function", tool)
+    params = fn.get("parameters") or {}
+    defs = params.get("$defs", {}) or {}
+    props = {}
+    for name, schema in (params.get("properties") or {}).items():
+        flat = _flatten(schema, defs)
+        values = prose_enum(flat) if isinstance(flat, dict) else None
+        props[name] = {**flat, "enum": values} if values else flat
+    return {"name": fn["name"], "description": fn.get("description", "") or "",
+            "parameters": {"type": "object", "properties": props, "required": list(params.get("required", []) or [])}}
+
+
+def openai_tool(shape: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant tool as the proxy sends it: ``optional`` markers dropped from its arguments."""
+    params = shape["parameters"]
+    props = {p: {k: v for k, v in s.items() if k != "optional"} for p, s in params.get("properties", {}).items()}
+    return {"type": "function", "function": {
+        "name": shape["name"], "description": shape.get("description", ""),
+        "parameters": {"type": "object", "properties": props, "required": list(params.get("required", []))}}}
+
+
+# -- the operator as a spec of the artifact's ops ------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """``--classes`` ({tool: class}) and ``--cuts`` ({"tool.param": cut})."""
+
+    classes: Mapping[str, str] = field(default_factory=dict)
+    cuts: Mapping[str, float] = field(default_factory=dict)
+
+    def class_of(self, tool: str) -> str:
+        return self.classes.get(tool) or (tool.split("_", 1)[0] if "_" in tool else tool)
+
+    def cut(self, tool: Mapping[str, Any], param: str) -> float:
+        key = f"{tool['name']}.{param}"
+        if key in self.cuts:
+            return self.cuts[key]
+        default = _props(tool)[param].get("default")
+        return default if isinstance(default, (int, float)) and not isinstance(default, bool) else DEFAULT_CUT
+
+
+def _props(tool: Mapping[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = tool["parameters"].get("properties", {})
+    return found
+
+
+def _required(tool: Mapping[str, Any], test: Any) -> list[str]:
+    needed = set(tool["parameters"].get("required", []))
+    return [p for p, s in _props(tool).items() if p in needed and test(p, s)]
+
+
+def enum_params(tool: Mapping[str, Any]) -> list[str]:
+    """Required arguments with an enum, or boolean: the ones the split bakes into names."""
+    return _required(tool, lambda p, s: "enum" in s or s.get("type") == "boolean")
+
+
+def numeric_params(tool: Mapping[str, Any]) -> list[str]:
+    """Required numbers that are quantities (a name ending in ``id`` is an identifier, never split)."""
+    return _required(tool, lambda p, s: s.get("type") in ("integer", "number") and not p.lower().endswith("id"))
+
+
+def operator_ops(op: str, tools: Sequence[Mapping[str, Any]], settings: Settings) -> list[dict[str, Any]]:
+    """The artifact's spec ops that operator ``op`` means on these canonical tools."""
+    names = [str(t["name"]) for t in tools]
+    many = [t for t in tools if len(_props(t)) >= 2]
+
+    def interval(t: Mapping[str, Any], skip: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return [{"op": "split_predicate", "tool": t["name"], "param": p, "cuts": [settings.cut(t, p)]}
+                for p in numeric_params(t) if p not in skip]
+
+    if op == "native":
+        return []
+    if op == "merge":
+        return [{"op": "merge", "tools": names, "into": "execute"}]
+    if op == "merge_app":
+        groups: OrderedDict[str, list[str]] = OrderedDict()
+        for n in names:
+            groups.setdefault(settings.class_of(n), []).append(n)
+        return [{"op": "merge", "tools": g, "into": f"{c}_execute"} for c, g in groups.items()]
+    if op == "nest":
+        return [{"op": "arg_lower", "tool": t["name"], "into": "options", "params": list(_props(t))} for t in many]
+    if op == "rename_opaque":
+        return [{"op": "rename", "tool": n, "to": "fn_" + hashlib.sha1(n.encode()).hexdigest()[:6]} for n in names]
+    if op == "rename_ns":
+        return [{"op": "rename", "tool": n, "to": f"{settings.class_of(n)}__{n}"} for n in names]
+    if op == "strip":
+        return [{"op": "strip_desc", "tool": n} for n in names]
+    if op == "reorder":
+        return [{"op": "shuffle_params", "tool": n, "seed": REORDER_SEED} for n in names]
+    if op == "transaction":
+        return [{"op": "curry", "tool": t["name"]} for t in many]
+    if op == "split":
+        return [{"op": "split_enum", "tool": t["name"], "params": enum_params(t)} for t in tools if enum_params(t)]
+    if op == "pred":
+        return [o for t in tools for o in interval(t)]
+    if op == "composed":  # odd-indexed tools merged (two or more), even-indexed split on enums, then numbers
+        ops: list[dict[str, Any]] = []
+        if len(names[1::2]) >= 2:
+            ops.append({"op": "merge", "tools": names[1::2], "into": "execute"})
+        for t in tools[0::2]:
+            if enum_params(t):
+                ops.append({"op": "split_enum", "tool": t["name"], "params": enum_params(t)})
+            ops += interval(t, skip=enum_params(t))
+        return ops
+    raise UnknownOperator(what=f"unknown operator '{op}'", where="--variant", fix=f"use one of: {', '.join(OPERATORS)}")
+
+
+#: the domain the proxy's routes act in (a request's tools have none)
+DOMAIN = "proxy"
+
+
+@dataclass
+class ProxyVariant:
+    """One operator built on one request's tools: the tools the model sees, each tool's route."""
+
+    op: str
+    tools: list[dict[str, Any]]
+    routes: dict[str, Route]
+    discovery: bool = False
+
+
+def build_variant(op: str, request_tools: Sequence[Mapping[str, Any]], settings: Settings) -> ProxyVariant:
+    """The variant ``op`` on a request's native tools (see the module doc)."""
+    canon = [canonical(t) for t in request_tools]
+    if op == "disclose":
+        surface = hierarchy([(settings.class_of(str(t["name"])), t) for t in canon], "disclose")
+    else:
+        surface = compile_ops(DOMAIN, canon, operator_ops(op, canon, settings), f"proxy operator {op}")
+    return ProxyVariant(op, [openai_tool(s) for s, _ in surface.tools], {str(s["name"]): r for s, r in surface.tools},
+                        discovery=op == "disclose")
+
+
+__all__ = ["DOMAIN", "OPERATORS", "PROTOCOL_NOTES", "ProxyVariant", "Settings", "UnknownOperator", "build_variant",
+           "canonical", "enum_params", "numeric_params", "openai_tool", "operator_ops", "operator_of", "prose_enum"]
