@@ -139,7 +139,16 @@ def _batch_size(value: int | str | None) -> int:
     return n
 
 
+#: llama.cpp's CPU threads meet at a barrier after every operation of a decode (OpenMP builds, the
+#: default wheel); spinning there while another process holds the core the other thread needs cost
+#: 344 CPU-ms per token against 45 when sleeping (2 threads, load average 6 on 2 cores). Set before
+#: llama.cpp loads, unless the user set it.
+OMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def _import_llama() -> Any:
+    for name, value in OMP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         import llama_cpp
     except ImportError:
@@ -262,6 +271,7 @@ def required_call_grammar(tools: list[dict[str, Any]]) -> str:
     arguments that match that tool's JSON schema, strictly (no argument the schema does not
     define), as ``tool_choice="required"`` does on vLLM. Rules come from llama-cpp-python's
     JSON-schema converter; a schema it cannot express is a ProviderError naming the tool."""
+    _import_llama()
     from llama_cpp.llama_grammar import SchemaConverter
 
     converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
