@@ -150,3 +150,17 @@ def test_a_full_kv_cache_sets_requests_back_and_loses_none(one_sequence: LocalPr
     # every request answered, as the one-sequence path answers it (up to batching's rounding: see above)
     same = [(p.content, p.tool_calls) == (o.content, o.tool_calls) for p, o in zip(parsed, alone, strict=True)]
     assert sum(same) >= 2 and all(r.completion_tokens > 0 for r in results)
+
+
+@pytest.mark.slow
+def test_a_cancelled_request_frees_its_sequence_and_spares_the_others(batched: LocalProvider) -> None:
+    short = GenerateConfig(max_tokens=6)
+    prepared = [batched._prepare(_messages(s, q), t, c, short) for s, t, q, c in REQUESTS[:2]]
+    decoder = batched._decoder
+    assert decoder is not None
+    first = decoder.submit(*prepared[0])
+    assert first.cancel()  # its caller gave up (an asyncio task cancelled)
+    second = decoder.submit(*prepared[1])
+    assert second.result(timeout=300).completion_tokens > 0 and first.cancelled()
+    assert all(s.request is None for s in decoder._slots)
+    assert batched.generate_sync(_messages(SYSTEM, "Bedroom to 20."), THERMOSTAT_TOOLS, None, short).usage.prompt_tokens

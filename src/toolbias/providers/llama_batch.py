@@ -212,7 +212,8 @@ class BatchDecoder:
 
     def _fail_all(self, error: Exception) -> None:
         for req in (*self._pending, *self._queue):
-            req.future.set_exception(error)
+            if not req.future.cancelled():
+                req.future.set_exception(error)
         self._pending.clear()
         self._queue.clear()
         self._reset(error)
@@ -222,7 +223,7 @@ class BatchDecoder:
         for slot in self._slots:
             if slot.request is not None:
                 self._free_sampler(slot.request)
-                if not slot.request.future.done():
+                if not slot.request.future.done():  # neither answered nor cancelled
                     slot.request.future.set_exception(error)
             slot.request, slot.tokens = None, []
         self._lc.llama_memory_clear(self._mem, True)
@@ -235,6 +236,8 @@ class BatchDecoder:
         waiting: list[_Request] = []
         while self._queue and len(self._running()) < self._room:
             req = self._queue.popleft()
+            if req.future.cancelled():
+                continue
             cached = max((common_prefix(s.tokens, req.tokens) for s in self._slots), default=0)
             coming = max((common_prefix(s.request.tokens, req.tokens) for s in self._slots
                           if s.request is not None and s.request.todo), default=0)
@@ -300,6 +303,11 @@ class BatchDecoder:
 
     def _step(self) -> None:
         """One ``llama_decode`` over every running request, then one token for each that asked."""
+        for slot in self._running():  # a caller gave up (its task was cancelled): free its sequence
+            if slot.request is not None and slot.request.future.cancelled():
+                self._free_sampler(slot.request)
+                slot.request = None
+                self._room = self.batch
         b = self._batch
         entries: list[tuple[_Slot, int]] = []  # (slot, tokens it feeds)
         asks: list[tuple[_Slot, int]] = []  # (slot, batch index of its logits)
@@ -393,7 +401,9 @@ class BatchDecoder:
         self._clock += 1
         slot.used = self._clock
         self._room = self.batch
-        req.future.set_result(BatchResult(text.decode("utf-8", errors="ignore"), len(req.completion), req.reused))
+        if not req.future.cancelled():
+            req.future.set_result(BatchResult(text.decode("utf-8", errors="ignore"), len(req.completion),
+                                              req.reused))
 
     def _make_room(self) -> None:
         """The KV cache is full: drop the least recently used idle slot's tokens, else set the
