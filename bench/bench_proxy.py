@@ -37,7 +37,8 @@ from typing import Any
 
 from toolbias.catalog import load_catalog
 from toolbias.catalog.model import NativeAction
-from toolbias.proxy.codecs import CodecSource, resolve_variant
+from toolbias.proxy.codecs import CodecSource
+from toolbias.variants.resolve import resolve_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +46,9 @@ UPSTREAM = r'''
 import asyncio, json, sys
 BODY = json.dumps(json.loads(sys.argv[2])).encode()
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(BODY)
+# optional: the completion for a request that holds a tool result (an episode's answer turn)
+AFTER = json.dumps(json.loads(sys.argv[3])).encode() if len(sys.argv) > 3 else BODY
+AFTER_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(AFTER)
 MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
 class P(asyncio.Protocol):
     def connection_made(self, t): self.t, self.buf = t, b""
@@ -58,9 +62,12 @@ class P(asyncio.Protocol):
             n = int(head[i + 15:].split(b"\r\n", 1)[0]) if i >= 0 else 0
             if len(self.buf) < end + 4 + n: return
             get = head.startswith(b"get")
+            body = self.buf[end + 4:end + 4 + n]
             self.buf = self.buf[end + 4 + n:]
             if get:
                 self.t.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(MODELS) + MODELS)
+            elif b'"role":"tool"' in body or b'"role": "tool"' in body:
+                self.t.write(AFTER_HEAD + AFTER)
             else:
                 self.t.write(HEAD + BODY)
 async def main():

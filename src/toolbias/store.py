@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .base.canonical import canonical_json, sha256_of, sha256_text
 from .base.database import EPISODE_COLUMNS, Database, insert_sql
@@ -31,6 +31,33 @@ _KEY, _STUDY, _KIND, _VARIANT, _RECORD = (COLUMNS.index(c) for c in ("key", "stu
 PACKED_KINDS = frozenset({"task", "probe"})
 #: the narrow columns (everything but the record): what reports aggregate over
 NARROW_COLUMNS = tuple(c for c in COLUMNS if c != "record")
+#: what :meth:`Store.tallies` counts episodes by
+TALLY_KEYS = ("study", "catalog", "domain", "model", "variant", "control", "condition", "task_id", "failure_mode")
+#: narrow columns with few distinct values: one string object per value when read (a million rows
+#: of the same model name cost one string, not a million)
+_SHARED_VALUES = frozenset({"study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain",
+                            "control", "condition", "status", "failure_mode", "termination"})
+
+
+class Tally(NamedTuple):
+    """Finished episodes sharing every :data:`TALLY_KEYS` value, counted: ``episodes`` in all,
+    ``scored`` with a success value, ``successes``; ``first`` and ``last`` the rowids of the first
+    and the last of them (the order they were stored in)."""
+
+    study: str
+    catalog: str
+    domain: str
+    model: str
+    variant: str
+    control: str
+    condition: str
+    task_id: str
+    failure_mode: str | None
+    episodes: int
+    scored: int
+    successes: int
+    first: int
+    last: int
 
 
 def stable_hash(value: Any, n: int = 16) -> str:
@@ -269,22 +296,51 @@ class Store(Database):
                 row = (*row[:_RECORD], unpack(row[_RECORD]), *row[_RECORD + 1:])
             yield EpisodeRow.from_row(row)
 
-    def narrow_columns(self, *, kind: str | None = None, status: str | None = "done") -> dict[str, list[Any]]:
+    def narrow_columns(self, *, kind: str | None = None, status: str | None = "done",
+                       catalog_prefix: str | None = None) -> dict[str, list[Any]]:
         """Every column but the record, as lists (a columnar read for reports: no record is
-        read or decoded), in row order, with ``success`` as bool or None."""
-        where, args = [], []
+        read or decoded), in row order, with ``success`` as bool or None; ``catalog_prefix``:
+        only episodes whose catalog starts with it."""
+        where: list[str] = []
+        args: list[Any] = []
         for col, val in (("kind", kind), ("status", status)):
             if val is not None:
                 where.append(f"{col}=?")
                 args.append(val)
+        if catalog_prefix is not None:
+            where.append("substr(catalog, 1, ?)=?")
+            args += [len(catalog_prefix), catalog_prefix]
         q = f"SELECT {','.join(NARROW_COLUMNS)} FROM episodes" + (
             " WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
-        with self.lock:
-            rows = self.db.execute(q, args).fetchall()
-        cols = {c: list(v) for c, v in zip(NARROW_COLUMNS, zip(*rows, strict=True), strict=True)} if rows \
-            else {c: [] for c in NARROW_COLUMNS}
+        cols: dict[str, list[Any]] = {c: [] for c in NARROW_COLUMNS}
+        columns: list[tuple[list[Any], Callable[[Any, Any], Any] | None]] = [
+            (cols[c], {}.setdefault if c in _SHARED_VALUES else None) for c in NARROW_COLUMNS]
+        for batch in self.batches(q, args):  # column by column, a batch at a time: no list of row tuples
+            for (out, shared), values in zip(columns, zip(*batch, strict=True), strict=True):
+                out.extend(values if shared is None else [shared(v, v) for v in values])
         cols["success"] = [None if x is None else bool(x) for x in cols["success"]]
         return cols
+
+    def tallies(self, *, kind: str = "task", status: str = "done") -> list[Tally]:
+        """Episodes of ``kind`` counted per :data:`TALLY_KEYS` in SQL (no record and no row is
+        read into Python: a million episodes of one model's grid are a few hundred thousand
+        tallies), in the order their first episodes were stored. The last answer is kept until
+        the file changes (a report and its mitigation table count once)."""
+        with self.lock:
+            stamp = (kind, status, self.db.total_changes, self.db.execute("PRAGMA data_version").fetchone()[0])
+        kept = self.__dict__.get("_tallies")
+        if kept is not None and kept[0] == stamp:
+            return list(kept[1])
+        keys = ",".join(TALLY_KEYS)
+        q = (f"SELECT {keys}, COUNT(*), COUNT(success), COALESCE(SUM(success != 0), 0), MIN(rowid), MAX(rowid) "
+             f"FROM episodes WHERE kind=? AND status=? GROUP BY {keys} ORDER BY MIN(rowid)")
+        shared: dict[Any, Any] = {}
+        keep = shared.setdefault
+        n = len(TALLY_KEYS)
+        out = [Tally(*[keep(v, v) for v in row[:n]], *row[n:])
+               for batch in self.batches(q, (kind, status)) for row in batch]
+        self.__dict__["_tallies"] = (stamp, out)
+        return list(out)
 
     def count(self, status: str | None = None) -> int:
         q = "SELECT COUNT(*) FROM episodes" + (" WHERE status=?" if status else "")
@@ -362,17 +418,20 @@ def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:
     return n
 
 
-def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, kind: str | None = "task") -> Any:
-    """A pandas DataFrame of finished episodes (one row each; ``record`` holds the full trace)."""
+def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, kind: str | None = "task",
+                       catalog_prefix: str | None = None) -> Any:
+    """A pandas DataFrame of finished episodes (one row each; ``record`` holds the full trace);
+    ``catalog_prefix``: only episodes whose catalog starts with it."""
     import pandas as pd
 
     s = store if isinstance(store, Store) else Store(store)
     try:
         if not with_record:  # a columnar read of the narrow columns (no record read)
-            cols = s.narrow_columns(kind=kind)
+            cols = s.narrow_columns(kind=kind, catalog_prefix=catalog_prefix)
             # (no rows: object columns, as a frame of no records has, not float ones)
             return pd.DataFrame(cols if cols["key"] else [], columns=list(NARROW_COLUMNS))
-        rows = [r.__dict__ for r in s.rows(kind=kind, with_record=with_record)]
+        rows = [r.__dict__ for r in s.rows(kind=kind, with_record=with_record)
+                if catalog_prefix is None or r.catalog.startswith(catalog_prefix)]
     finally:
         if not isinstance(store, Store):
             s.close()

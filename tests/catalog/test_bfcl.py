@@ -111,6 +111,31 @@ def test_nested_answers_take_first_values(tmp_path: Path) -> None:
     assert dict(cat.tasks[0].gold[0].arguments) == {"budget": {"min": 3}}
 
 
+@pytest.mark.parametrize("variant", ["native", "fully_merged", "composed"])
+def test_an_enum_on_an_array_means_its_items_and_verify_passes(tmp_path: Path, variant: str) -> None:
+    """Issue 24, item 4: BFCL writes an array parameter's item enum on the array itself, and lists
+    its acceptable values as arrays (``"metrics": [["temperature"]]``). Read as written, no array is
+    valid: the verifier sampled ``"temperature"`` (a string) and rejected its own sample under every
+    variant, and the task was skipped. The enum now constrains the items."""
+    from toolbias.variants import registry
+    from toolbias.variants.verify import verify_variant
+
+    weather = _fn("weather.get", {"city": {"type": "string"},
+                                  "metrics": {"type": "array", "items": {"type": "string"},
+                                              "enum": ["temperature", "humidity", "wind"]}}, ["city", "metrics"])
+    _write(tmp_path, "live_simple", [{"id": "live_simple_0", "question": [[{"role": "user", "content": "Paris?"}]],
+                                      "function": [weather]}],
+           [{"id": "live_simple_0", "ground_truth": [{"weather.get": {"city": ["Paris"],
+                                                                      "metrics": [["temperature"]]}}]}])
+    cat = load_bfcl(tmp_path)
+    tool = cat.domains[0].tools[0]
+    assert tool.parameters["properties"]["metrics"] == {"type": "array", "items": {
+        "type": "string", "enum": ["temperature", "humidity", "wind"]}}
+    assert [dict(a.arguments) for a in cat.tasks[0].gold] == [{"city": "Paris", "metrics": ["temperature"]}]
+    result = verify_variant(cat, registry()[variant])
+    assert result.ok and result.checked > 0, result.examples
+
+
 def test_folder_without_answers_has_no_tasks(tmp_path: Path) -> None:
     _write(tmp_path, "simple", [{"id": "s0", "question": "q", "function": [_fn("f", {}, [])]}], None)
     cat = load_catalog(f"bfcl:{tmp_path}")

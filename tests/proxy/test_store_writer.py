@@ -20,6 +20,8 @@ HANG_S = 60.0
 
 
 class _Log:
+    head = None
+
     def __init__(self, n: int) -> None:
         self.conv_id = f"c{n}"
 

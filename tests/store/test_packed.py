@@ -207,16 +207,6 @@ def row_by_row_dataframe(store, *, with_record: bool = False, kind: str | None =
     return df if with_record else df.drop(columns=["record"])
 
 
-def test_report_of_the_columnar_read_equals_the_row_by_row_read(grid: tuple[Path, int],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolbias.report.grid as grid_module
-
-    new = report(grid[0])
-    monkeypatch.setattr(grid_module, "episodes_dataframe", row_by_row_dataframe)
-    old = report(grid[0])
-    assert new == old and sum(c["n"] for c in new["cells"]) == grid[1]
-
-
 @pytest.mark.parametrize("kind", ["task", "probe", None])
 def test_the_columnar_dataframe_equals_the_row_by_row_one(grid: tuple[Path, int], kind: str | None) -> None:
     """Values and dtypes, for a kind with rows and for one with none (probes: none here)."""

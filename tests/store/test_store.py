@@ -11,6 +11,7 @@ import pytest
 from tests.support.catalogs import mini_catalog
 from toolbias.errors import StoreError
 from toolbias.providers.scripted import ScriptedProvider
+from toolbias.report import ReportSettings, build_report, dumps
 from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores, stable_hash
 from toolbias.study.runner import StudyConfig, build_study, run_study, sample_tasks
 
@@ -75,8 +76,24 @@ def test_shards_merge_to_the_full_study(tmp_path):
     assert counts["episodes"] == 16
     with Store(full) as a, Store(tmp_path / "all.db") as b:
         assert {r.key for r in a.rows()} == {r.key for r in b.rows()}
+        # every field of every episode, but the times it took, equals the unsharded run's
+        assert untimed(a) == untimed(b) and len(untimed(a)) == 16
+        assert a.studies() == b.studies() and a.study_meta() == b.study_meta()
+        reports = [json.loads(dumps(build_report(s, settings=ReportSettings(n_resamples=200)))) for s in (a, b)]
+    assert [{k: v for k, v in r.items() if k != "store"} for r in reports] == [
+        {k: v for k, v in reports[0].items() if k != "store"}] * 2 and reports[0]["cells"]
     with pytest.raises(StoreError, match="in both"):
         merge_stores([parts[0], parts[0]], tmp_path / "dup.db")
+
+
+def untimed(store: Store) -> dict[str, dict]:
+    """Key -> every column and record field of the episode but wall-clock times."""
+    out = {}
+    for r in store.rows():
+        d = {k: v for k, v in r.__dict__.items() if k not in ("wall_s", "created", "record")}
+        d["record"] = {k: v for k, v in r.record.items() if k not in ("wall_s", "model_latency_s")}
+        out[r.key] = d
+    return out
 
 
 def test_episode_key_covers_every_field():

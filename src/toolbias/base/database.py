@@ -146,6 +146,11 @@ class Database:
 
     def iterate(self, sql: str, args: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
         """The rows of one SELECT, fetched ``batch`` at a time (a large table never sits in memory)."""
+        for rows in self.batches(sql, args, batch):
+            yield from rows
+
+    def batches(self, sql: str, args: Sequence[Any] = (), batch: int = 5000) -> Iterator[list[Any]]:
+        """The rows of one SELECT as lists of up to ``batch`` rows."""
         with self.lock:
             cursor = self.db.execute(sql, args)
         while True:
@@ -153,7 +158,7 @@ class Database:
                 rows = cursor.fetchmany(batch)
             if not rows:
                 return
-            yield from rows
+            yield rows
 
     def write(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """``sql`` once per row, in one transaction."""

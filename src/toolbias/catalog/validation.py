@@ -64,7 +64,8 @@ def check_schema(schema: Any, where: str) -> None:
     enum = schema.get("enum")
     if enum is not None:
         if not isinstance(enum, list) or not enum:
-            raise CatalogError("enum must be a non-empty list", where=where)
+            raise CatalogError("enum must be a non-empty list", where=where,
+                               fix="list the allowed values (\"enum\": [\"a\", \"b\"]) or remove 'enum'")
         kinds = {_json_kind(v) for v in enum}
         if len(kinds) > 1:
             raise CatalogError(f"enum mixes value types ({', '.join(sorted(kinds))}): {enum!r}", where=where,
@@ -72,12 +73,14 @@ def check_schema(schema: Any, where: str) -> None:
     props = schema.get("properties")
     if props is not None:
         if not isinstance(props, Mapping):
-            raise CatalogError("'properties' must be an object", where=where)
+            raise CatalogError("'properties' must be an object", where=where,
+                               fix="write 'properties' as an object of parameter name -> schema")
         for name, sub in props.items():
             check_schema(sub, f"{where}.{name}")
         required = schema.get("required", [])
         if not isinstance(required, list):
-            raise CatalogError("'required' must be a list of property names", where=where)
+            raise CatalogError("'required' must be a list of property names", where=where,
+                               fix="write 'required' as a list of names from 'properties'")
         missing = [r for r in required if r not in props]
         if missing:
             raise CatalogError(f"required parameter(s) {', '.join(map(repr, missing))} not in properties",
@@ -102,7 +105,8 @@ def validate_catalog(catalog: Catalog) -> None:
     seen_domains: set[str] = set()
     for domain in catalog.domains:
         if domain.name in seen_domains:
-            raise CatalogError(f"duplicate domain '{domain.name}'", where=catalog.name)
+            raise CatalogError(f"duplicate domain '{domain.name}'", where=catalog.name,
+                               fix="give every domain its own name")
         seen_domains.add(domain.name)
         names: set[str] = set()
         for tool in domain.tools:
@@ -116,7 +120,9 @@ def validate_catalog(catalog: Catalog) -> None:
             names.add(tool.name)
             params = tool.parameters
             if params.get("type", "object") != "object":
-                raise CatalogError("parameters must be a JSON-Schema object (type 'object')", where=where)
+                raise CatalogError("parameters must be a JSON-Schema object (type 'object')", where=where,
+                                   fix="write the parameters as {\"type\": \"object\", \"properties\": {...}}; "
+                                       "wrap a single value in a property")
             check_schema(params, where + " parameters")
             check_effect(tool, where)
     validate_tasks(catalog)
@@ -141,7 +147,7 @@ def check_effect(tool: Tool, where: str) -> None:
         raise CatalogError(f"effect target(s) {', '.join(map(repr, loose))} are not required parameters of the tool",
                            where=where, fix="name only required parameters in 'target' (they identify the object)")
     if "list" in effect and not isinstance(effect["list"], str):
-        raise CatalogError("effect 'list' must be an attribute name (a string)", where=where)
+        raise CatalogError("effect 'list' must be an attribute name (a string)", where=where, fix=shape)
 
 
 def validate_tasks(catalog: Catalog) -> None:

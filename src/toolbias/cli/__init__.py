@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -47,21 +48,28 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
     "recommend": ("toolbias.cli.recommend:recommend_cmd",
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "reproduce": ("toolbias.cli.reproduce:reproduce",
+                  "Run a paper's protocol on your model and print it among the paper's models."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
 }
 
 
 class LazyGroup(click.Group):
-    """A click group whose commands are :data:`COMMANDS`, each imported on first use."""
+    """A click group whose commands are a table like :data:`COMMANDS` (the default), each imported on
+    first use; a command group of its own passes ``table=``."""
+
+    def __init__(self, *args: Any, table: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.table = COMMANDS if table is None else table
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *self.commands})
+        return sorted({*self.table, *self.commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
-        entry = COMMANDS.get(cmd_name)
+        entry = self.table.get(cmd_name)
         if entry is None:
             return None
         module, _, attr = entry[0].partition(":")
@@ -75,7 +83,7 @@ class LazyGroup(click.Group):
         if names:
             limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
             # a command not yet imported shows its table help, worded by click as its own would be
-            rows = [(name, (self.commands.get(name) or click.Command(name, help=COMMANDS[name][1]))
+            rows = [(name, (self.commands.get(name) or click.Command(name, help=self.table[name][1]))
                      .get_short_help_str(limit)) for name in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

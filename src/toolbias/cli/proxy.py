@@ -19,6 +19,9 @@ from ..variants.codec import Control
 @click.option("--study", help="study name in the store [default: proxy|<variant>]")
 @click.option("--model", help="upstream model name [default: the one each request names]")
 @click.option("--api-key", envvar="OPENAI_API_KEY", help="upstream key [env OPENAI_API_KEY]")
+@click.option("--proxy-key", envvar="TOOLBIAS_PROXY_KEY",
+              help="clients must send 'Authorization: Bearer KEY' (every route but /health) "
+                   "[env TOOLBIAS_PROXY_KEY; default: no key, and a warning beyond loopback]")
 @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True,
               help="strict: off-schema calls go back to the model as errors; lenient: unambiguous ones run")
 @click.option("--instructions", is_flag=True, help="append the variant's instruction to system messages")
@@ -28,19 +31,23 @@ from ..variants.codec import Control
               help="attempts per upstream request on transient errors")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds per upstream request")
 def proxy_cmd(upstream: tuple[str, ...], variant: str, catalog: str | None, host: str, port: int,
-              store: str | None, study: str | None, model: str | None, api_key: str | None, control: str,
-              instructions: bool, max_rounds: int, retries: int, timeout: float) -> None:
+              store: str | None, study: str | None, model: str | None, api_key: str | None,
+              proxy_key: str | None, control: str, instructions: bool, max_rounds: int, retries: int,
+              timeout: float) -> None:
     """Serve VARIANT to the model at --upstream; agents connect here and see native tools."""
-    from ..proxy import ProxyConfig, ProxyServer
+    from ..proxy import ProxyConfig, ProxyServer, exposure_warning
 
     config = ProxyConfig(upstream=upstream, variant=variant, catalog=catalog, model=model, api_key=api_key,
                          control=Control(control), instructions=instructions, max_rounds=max_rounds,
-                         retries=retries, timeout=timeout, study=study)
+                         retries=retries, timeout=timeout, study=study, client_key=proxy_key or None)
     server = ProxyServer(config, host=host, port=port, store=store, log_level="info")
     from ..providers.openai import _redact
 
     click.echo(f"toolbias proxy: variant '{server.app.proxy.variant.name}' -> "
                f"{', '.join(_redact(u) for u in upstream)}", err=True)
+    warning = exposure_warning(host, config.client_key)
+    if warning:
+        click.echo(warning, err=True)
     click.echo(f"READY {server.base_url}", err=True)
     server.run()
     recorder = server.app.proxy.recorder

@@ -84,6 +84,13 @@ def convert_schema(schema: Any, notes: Counter[str]) -> dict[str, Any]:
         if not isinstance(enum, list) or not enum or len(kinds) > 1:
             notes["unusable enum dropped"] += 1
             del out["enum"]
+        elif out.get("type") == "array" and "list" not in kinds:
+            # BFCL's meaning: each item is one of these (its answers list arrays of them, e.g.
+            # [["temperature"]]); as written no array could be valid, and every sample would fail
+            raw_items = out.get("items")
+            items: dict[str, Any] = raw_items if isinstance(raw_items, dict) else {}
+            out["items"] = {**items, "enum": out.pop("enum")} if "enum" not in items else items
+            notes["enum of an array moved to its items"] += 1
     if "required" in out:
         props = out.get("properties") or {}
         req = out["required"] if isinstance(out["required"], list) else []
@@ -160,7 +167,9 @@ def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
         for lineno, entry in enumerate(read_jsonl(path), 1):
             where = f"{path}:{lineno}"
             if not isinstance(entry, Mapping) or not isinstance(entry.get("function"), list):
-                raise CatalogError("entry needs an 'id' and a 'function' list", where=where)
+                raise CatalogError("entry needs an 'id' and a 'function' list", where=where,
+                                   fix='write each line as {"id": ..., "question": [[...]], "function": [{"name": ...}]} '
+                                       "(BFCL's format)")
             eid = str(entry.get("id", f"{category}_{lineno}"))
             domain = eid if per_entry else category
             if per_entry:
@@ -168,7 +177,8 @@ def load_bfcl(root: str | Path, per_entry: bool = True) -> Catalog:
             entry_map: dict[str, str] = {}  # bfcl name -> tool name in this domain
             for fn in entry["function"]:
                 if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-                    raise CatalogError("function without a name", where=where)
+                    raise CatalogError("function without a name", where=where,
+                                       fix="give each entry of 'function' an object with a string 'name'")
                 bname = fn["name"]
                 params = convert_schema(fn.get("parameters") or {"type": "dict", "properties": {}}, notes)
                 params.setdefault("type", "object")

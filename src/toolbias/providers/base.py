@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +32,16 @@ class GenerateConfig:
     max_tokens: int = 512
     top_p: float | None = None
     seed: int | None = None
+    #: request fields sent as they are (the proxy forwards a client's ``stop``, ``response_format`` ...);
+    #: the ``openai:`` kind merges them into its request body; absent from :meth:`to_dict` when empty,
+    #: so the settings hash of every config without them is unchanged
+    extra: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.extra:
+            del out["extra"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -239,6 +239,8 @@ class OpenAIProvider(ModelAPI):
                 [t if "function" in t else {"type": "function", "function": t} for t in tools]
             if tool_choice is not None:
                 request["tool_choice"] = tool_choice
+        if config.extra:
+            request.update(config.extra)
         if self.extra_body:
             request.update(self.extra_body)  # merged into the JSON body, as the SDK's extra_body is
         return request

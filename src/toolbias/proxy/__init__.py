@@ -45,7 +45,25 @@ def build_app(config: ProxyConfig, store: str | None = None) -> ProxyApp:
                             control=Control(config.control).value,
                             condition="instruction" if config.instructions else "base")
     proxy = VariantProxy(config, recorder)
-    return ProxyApp(proxy, on_shutdown=recorder.flush_and_close if recorder else None)
+    return ProxyApp(proxy, on_shutdown=recorder.flush_and_close if recorder else None, client_key=config.client_key)
+
+
+def exposure_warning(host: str, client_key: str | None) -> str | None:
+    """What to tell the operator when the proxy listens beyond loopback without a client key:
+    anyone who reaches the port spends the upstream's key and compute."""
+    import ipaddress
+
+    if client_key:
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        if host == "localhost":
+            return None
+    return (f"toolbias proxy: warning: listening on {host} without a client key: anyone who can reach this port "
+            "uses your upstream model server (and its API key); set --proxy-key (or TOOLBIAS_PROXY_KEY) "
+            "so clients must send 'Authorization: Bearer <key>', or listen on 127.0.0.1")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -67,7 +85,9 @@ class ProxyServer:
     ``stop()`` in a background thread (tests, benchmarks, notebooks)."""
 
     def __init__(self, config: ProxyConfig, *, host: str = "127.0.0.1", port: int = 0, store: str | None = None,
-                 log_level: str = "warning") -> None:
+                 log_level: str = "warning", grace_s: float = 10.0) -> None:
+        """``grace_s``: on shutdown (SIGTERM, Ctrl-C, :meth:`stop`), how long requests still being
+        answered may take before they are cancelled (those whose client left are cancelled at once)."""
         uvicorn = _uvicorn()
         self.app = build_app(config, store)
         self.sock = bind(host, port)
@@ -77,7 +97,7 @@ class ProxyServer:
         http = "httptools" if _has("httptools") else "h11"
         self.server = uvicorn.Server(uvicorn.Config(self.app, loop=loop, http=http, log_level=log_level,
                                                     access_log=False, lifespan="on", timeout_keep_alive=30,
-                                                    proxy_headers=False))
+                                                    proxy_headers=False, timeout_graceful_shutdown=grace_s))
         self._thread: threading.Thread | None = None
 
     @property
@@ -136,7 +156,7 @@ def _has(module: str) -> bool:
 
 
 __all__ = ["LIVE_KIND", "CallLog", "CodecSource", "Conversation", "ProxyApp", "ProxyConfig", "ProxyError",
-           "ProxyServer", "Recorder", "RequestError", "VariantProxy", "build_app"]
+           "ProxyServer", "Recorder", "RequestError", "VariantProxy", "build_app", "exposure_warning"]
 
 
 def tune_gc() -> None:

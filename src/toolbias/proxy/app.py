@@ -11,14 +11,19 @@ without tools streams the upstream's bytes through unchanged.
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..base import wirejson
 from ..providers.base import InfraError
+from .request import check_request
 from .service import ProxyError, VariantProxy, upstream_error
+
+T = TypeVar("T")
 
 log = logging.getLogger("toolbias.proxy")
 
@@ -33,12 +38,17 @@ MAX_BODY = 64 * 1024 * 1024
 
 
 class ProxyApp:
-    """ASGI entry point around a :class:`VariantProxy`."""
+    """ASGI entry point around a :class:`VariantProxy`.
 
-    def __init__(self, proxy: VariantProxy, on_shutdown: Callable[[], None] | None = None) -> None:
+    ``client_key``: when set, every route but ``/health`` answers 401 unless the request carries
+    ``Authorization: Bearer <client_key>`` (the proxy spends its upstream key for whoever reaches it)."""
+
+    def __init__(self, proxy: VariantProxy, on_shutdown: Callable[[], None] | None = None,
+                 client_key: str | None = None) -> None:
         self.proxy = proxy
         self.on_shutdown = on_shutdown
         self._served_responses = 0
+        self._client_key = f"Bearer {client_key}".encode() if client_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -51,6 +61,8 @@ class ProxyApp:
             path = path[3:]
         method = scope["method"]
         try:
+            if self._client_key is not None and path != "/health":
+                _authorise(scope, self._client_key)
             if path == "/chat/completions" and method == "POST":
                 await self._chat(receive, send)
             elif path == "/responses" and method == "POST":
@@ -64,6 +76,8 @@ class ProxyApp:
                                       "/v1/chat/completions, POST /v1/responses and GET /v1/models", code="not_found")
         except ProxyError as exc:
             await _send_json(send, exc.status, exc.body())
+        except ClientGone:
+            return  # nobody to answer: the client closed the connection, its upstream work is cancelled
         except Exception as exc:  # noqa: BLE001 - a bug must still answer, not hang the agent
             log.exception("toolbias proxy: internal error")
             err = ProxyError(500, f"toolbias proxy internal error: {type(exc).__name__}: {exc}",
@@ -90,11 +104,12 @@ class ProxyApp:
             raise ProxyError(400, f"the request body is not JSON: {exc}", code="invalid_json") from None
         if not isinstance(body, dict):
             raise ProxyError(400, "the request body must be a JSON object", code="invalid_json")
+        check_request(body)
         stream = bool(body.get("stream"))
         if not body.get("tools"):
-            await self._passthrough(body, stream, send)
+            await self._passthrough(body, stream, send, receive)
             return
-        result = await self.proxy.chat(body)
+        result = await until_disconnect(receive, self.proxy.chat(body))
         if not stream:
             await _send_json(send, 200, result)
             return
@@ -115,11 +130,11 @@ class ProxyApp:
             raise ProxyError(400, f"the request body is not JSON: {exc}", code="invalid_json") from None
         chat = chat_request(body)
         if chat.get("tools"):
-            result = await self.proxy.chat(chat)
+            result = await until_disconnect(receive, self.proxy.chat(chat))
         else:
             provider, url, out = self.proxy.passthrough_request(chat)
             try:
-                result = await provider.post_json(url, "/chat/completions", out)
+                result = await until_disconnect(receive, provider.post_json(url, "/chat/completions", out))
             except InfraError as exc:
                 raise upstream_error(exc) from None
         self._served_responses += 1
@@ -133,17 +148,18 @@ class ProxyApp:
             await send({"type": "http.response.body", "body": data, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _passthrough(self, body: dict[str, Any], stream: bool, send: Send) -> None:
+    async def _passthrough(self, body: dict[str, Any], stream: bool, send: Send, receive: Receive) -> None:
         provider, url, out = self.proxy.passthrough_request(body)
         if not stream:
             try:
-                result = await provider.post_json(url, "/chat/completions", out)
+                result = await until_disconnect(receive, provider.post_json(url, "/chat/completions", out))
             except InfraError as exc:
                 raise upstream_error(exc) from None
             await _send_json(send, 200, result)
             return
         try:
-            response = await provider.http_client().post(url + "/chat/completions", data=wirejson.dumpb(out))
+            response = await until_disconnect(
+                receive, provider.http_client().post(url + "/chat/completions", data=wirejson.dumpb(out)))
         except Exception as exc:  # noqa: BLE001 - transport errors become a clear 502/504
             err = provider.transport_error(exc, url)
             if not isinstance(err, InfraError):
@@ -153,29 +169,46 @@ class ProxyApp:
             if response.status >= 400:
                 content = await response.read()
                 raise upstream_error(provider.status_error(response.status, content, response.headers, url))
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            try:
-                async for piece in response.content.iter_any():
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-            except Exception as exc:  # noqa: BLE001 - the stream broke after it started: say so in it
-                error = {"error": {"message": f"upstream model server: stream interrupted: {exc!r}",
-                                   "type": "upstream_error", "param": None, "code": "upstream_stream_broken"}}
-                await send({"type": "http.response.body", "body": b"data: " + wirejson.dumpb(error) + b"\n\n",
-                            "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await until_disconnect(receive, self._pump(response, send))
         finally:
             response.release()
 
-    async def _models(self, send: Send) -> None:
-        provider = self.proxy.upstream_provider()
+    async def _pump(self, response: Any, send: Send) -> None:
+        """The upstream's stream to the client, piece by piece."""
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         try:
-            status, content = await provider.get_json(provider.next_url(), "/models")
-            data = wirejson.loads(content) if status == 200 else None
-        except (InfraError, ValueError):  # an upstream without a usable /models
+            async for piece in response.content.iter_any():
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+        except Exception as exc:  # noqa: BLE001 - the stream broke after it started: say so in it
+            error = {"error": {"message": f"upstream model server: stream interrupted: {exc!r}",
+                               "type": "upstream_error", "param": None, "code": "upstream_stream_broken"}}
+            await send({"type": "http.response.body", "body": b"data: " + wirejson.dumpb(error) + b"\n\n",
+                        "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _models(self, send: Send) -> None:
+        """The upstream's model list. An upstream that cannot be reached, or that answers with an
+        error, is a 502 (never a made-up list); one without a ``/models`` route (404) lists the
+        proxy's ``--model`` when one is set (every request goes to that model), else a 502."""
+        provider = self.proxy.upstream_provider()
+        url = provider.next_url()
+        try:
+            status, content = await provider.get_json(url, "/models")
+        except InfraError as exc:
+            raise upstream_error(exc) from None
+        if status == 404 and self.proxy.config.model:
+            await _send_json(send, 200, {"object": "list", "data": [
+                {"id": self.proxy.config.model, "object": "model", "created": 0, "owned_by": "toolbias"}]})
+            return
+        if status != 200:
+            raise upstream_error(provider.status_error(status, content, {}, url))
+        try:
+            data = wirejson.loads(content)
+        except ValueError:
             data = None
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-            name = self.proxy.config.model or "upstream"
-            data = {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "toolbias"}]}
+            raise ProxyError(502, "upstream model server: GET /models did not answer a model list",
+                             kind="upstream_error", code="upstream_bad_models")
         await _send_json(send, 200, data)
 
 
@@ -195,6 +228,47 @@ def completion_chunks(result: dict[str, Any], include_usage: bool) -> list[dict[
     if include_usage:
         chunks.append({**base, "choices": [], "usage": result.get("usage")})
     return chunks
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def until_disconnect(receive: Receive, work: Awaitable[T]) -> T:
+    """``work``'s result, unless the client disconnects first: then ``work`` (its upstream
+    request) is cancelled and :class:`ClientGone` raised. A client that gives up must not leave
+    its upstream request running until its timeout (times its retries), nor keep a shutdown
+    waiting for it."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        watch.cancel()
+        raise
+    if task.done():
+        watch.cancel()
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # noqa: BLE001 - cancelled, or failed meanwhile: nobody to tell
+        pass
+    raise ClientGone
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _authorise(scope: Scope, expected: bytes) -> None:
+    given = next((v for k, v in scope.get("headers") or () if k.lower() == b"authorization"), b"")
+    if not hmac.compare_digest(given, expected):
+        raise ProxyError(401, "missing or wrong API key for this proxy: send 'Authorization: Bearer <key>' with "
+                              "the key it was started with (--proxy-key or TOOLBIAS_PROXY_KEY)",
+                         kind="invalid_request_error", code="invalid_api_key")
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -224,6 +298,8 @@ def _health(proxy: Any) -> tuple[int, dict[str, Any]]:
     """``/health``: 200 ``ok``; 503 ``store_failing`` while the store writer cannot write (its rows
     are kept and retried; the body says why and how many are pending)."""
     body: dict[str, Any] = {"status": "ok", "variant": proxy.variant.name}
+    if hasattr(proxy, "memory"):
+        body["memory"] = proxy.memory()
     recorder = getattr(proxy, "recorder", None)
     if recorder is None:
         return 200, body

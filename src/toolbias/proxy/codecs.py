@@ -57,20 +57,35 @@ class CodecSource:
 
     def for_tools(self, tools: Sequence[Any]) -> Bound:
         """The codec for a request's native tool list; raises :class:`RequestError`."""
-        tools = list(tools)
+        bound = self.cached(tools)
+        if bound is None:
+            bound = self.build(tools)
+            self.remember(tools, bound)
+        return bound
+
+    def cached(self, tools: Sequence[Any]) -> Bound | None:
+        """The codec already built for this tool list, or None (cheap: the proxy's event loop
+        calls it on every request, and runs :meth:`build` in a thread when it says None)."""
         names = tuple(tool_names(tools))
         entries = self._cache.get(names)
         if entries is not None:
             self._cache.move_to_end(names)
+            tools = list(tools)
             for known, bound in entries:
                 if known == tools:
                     return bound
-        key = hashlib.sha256(canonical_json(tools).encode()).hexdigest()
-        bound = self._build(tools, key)
-        self._cache.setdefault(names, []).append((tools, bound))
+        return None
+
+    def build(self, tools: Sequence[Any]) -> Bound:
+        """Build the codec for a tool list (not cached: :meth:`remember` it); raises :class:`RequestError`."""
+        tools = list(tools)
+        return self._build(tools, hashlib.sha256(canonical_json(tools).encode()).hexdigest())
+
+    def remember(self, tools: Sequence[Any], bound: Bound) -> None:
+        names = tuple(tool_names(tools))
+        self._cache.setdefault(names, []).append((list(tools), bound))
         if len(self._cache) > self.max_cached:
             self._cache.popitem(last=False)
-        return bound
 
     def _build(self, tools: Sequence[Any], key: str) -> Bound:
         try:

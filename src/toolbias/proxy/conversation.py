@@ -21,6 +21,7 @@ calls into the variant, the way the oracle does.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import time
@@ -94,16 +95,31 @@ class CallLog:
     completion_tokens: int = 0
     last_answer: str | None = None
     termination: str = "live"
+    #: the conversation this one branched from: a client retried or regenerated a turn of it
+    branch_of: str | None = None
+    #: the hash (hex) of the history the agent sends next: how a restarted proxy finds this row again
+    head: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["calls"] = list(self.calls)
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CallLog:
+        """A log as :meth:`to_dict` wrote it (fields a later release added keep their defaults)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def copy(self) -> CallLog:
+        """An independent copy (the logged calls themselves are never changed, so they are shared)."""
+        return dataclasses.replace(self, calls=list(self.calls))
+
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A conversation's state after one turn. Never mutated (restored by copy)."""
+    """A conversation's state after one turn. Never mutated (restored by copy: its ``log`` too,
+    so a turn served again from it, a client's retry, never changes what it holds)."""
 
     log: CallLog
     upstream: tuple[Message, ...]
@@ -112,6 +128,7 @@ class Snapshot:
     parts: Mapping[int, tuple[str | None, ...]]  # upstream tool message index -> results so far
     foreign: tuple[NativeAction, ...]            # native calls encoded into the variant so far
     seq: int
+    nbytes: int = 0                              # about how many bytes its transcript holds
 
 
 class Conversation:
@@ -123,6 +140,7 @@ class Conversation:
         self.log = log
         self.instructions = instructions
         self.session: Session = bound.codec.session(bound.domain, control)
+        self.nbytes = snap.nbytes if snap is not None else 0
         if snap is None:
             self.upstream: list[Message] = []
             self.pending: dict[str, tuple[int, int]] = {}
@@ -136,10 +154,14 @@ class Conversation:
             self.parts = {k: list(v) for k, v in snap.parts.items()}
             self.foreign = list(snap.foreign)
             self.seq = snap.seq
+        self._sized = len(self.upstream)  # messages counted in nbytes
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.log, tuple(self.upstream), tuple(self.session.states), dict(self.pending),
-                        {k: tuple(v) for k, v in self.parts.items()}, tuple(self.foreign), self.seq)
+        for m in self.upstream[self._sized:]:
+            self.nbytes += _size(m)
+        self._sized = len(self.upstream)
+        return Snapshot(self.log.copy(), tuple(self.upstream), tuple(self.session.states), dict(self.pending),
+                        {k: tuple(v) for k, v in self.parts.items()}, tuple(self.foreign), self.seq, self.nbytes)
 
     def _id(self, prefix: str) -> str:
         self.seq += 1
@@ -175,6 +197,7 @@ class Conversation:
         content = message.get("content")
         text = content if isinstance(content, str) else _to_json(content)
         self.parts[at][part] = text
+        self.nbytes += len(text)
         if all(p is not None for p in self.parts[at]):
             parts = self.parts.pop(at)
             body = parts[0] if len(parts) == 1 else "[" + ",".join(_as_json_text(p) for p in parts) + "]"
@@ -296,6 +319,16 @@ class Conversation:
             body = parts[0] if len(parts) == 1 else "[" + ",".join(_as_json_text(p) for p in parts) + "]"
             self.upstream[at] = {**self.upstream[at], "content": body}
         self.parts.clear()
+
+
+def _size(m: Message) -> int:
+    """About how many bytes a transcript message holds (its text and call arguments)."""
+    content = m.get("content")
+    n = 64 + (len(content) if isinstance(content, str) else 0)
+    for c in m.get("tool_calls") or ():
+        args = (c.get("function") or {}).get("arguments")
+        n += 64 + (len(args) if isinstance(args, str) else 0)
+    return n
 
 
 def _later(tool_choice: str | None) -> str | None:

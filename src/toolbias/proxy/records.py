@@ -2,15 +2,21 @@
 
 The seam to the store layer: :func:`live_row` builds the row through the store's
 public :class:`~toolbias.store.EpisodeRow`; :class:`Recorder` writes the conversations
-that changed, at most once a second, from one writer thread (SQLite connections belong
-to their thread, and a write must not stall the proxy's event loop).
+that changed from one writer thread (SQLite connections belong to their thread, and a write
+must not stall the proxy's event loop). Each turn wakes the writer, so at low load every
+conversation is stored moments after its turn (a ``kill -9`` loses none that finished);
+under load the writer takes whatever changed during its last write, at most once every
+``min_gap_s``, so many turns share one transaction.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +52,20 @@ class Recorder:
 
     def __init__(self, path: str | Path, study: str, model: str, interval_s: float = 1.0,
                  busy_timeout_s: float = 30.0, max_backoff_s: float = 30.0, final_tries: int = 3,
-                 control: str = "strict", condition: str = "base") -> None:
+                 control: str = "strict", condition: str = "base", min_gap_s: float = 0.05) -> None:
         self.path, self.study, self.model, self.interval_s = Path(path), study, model, interval_s
+        self.min_gap_s = min_gap_s
         self.control, self.condition = control, condition  # the proxy's: stored on every row
         self.busy_timeout_s, self.max_backoff_s, self.final_tries = busy_timeout_s, max_backoff_s, final_tries
-        Store(self.path).close()  # a bad path fails now, before the server starts
         self._dirty: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        #: a conversation's latest history hash (hex) -> its id, and back: a conversation continued
+        #: after a restart (or after its state left memory) is found here and continues its row
+        self._heads: dict[str, str] = {}
+        self._head_of: dict[str, str] = {}
+        self._load_heads()  # a bad path fails now, before the server starts
         self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._stop = False
         self.written = 0
         #: the last write error while writes fail (None while they succeed), and how many failed
@@ -64,11 +76,56 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="toolbias-proxy-store", daemon=True)
         self._thread.start()
 
+    def _load_heads(self) -> None:
+        store = Store(self.path)
+        try:
+            rows = store.db.execute("SELECT task_id, json_extract(record, '$.live.head') FROM episodes "
+                                    "WHERE study = ? AND kind = ?", (self.study, LIVE_KIND)).fetchall()
+        except sqlite3.Error:  # records in another layout: conversations start new rows
+            rows = []
+        finally:
+            store.close()
+        for conv_id, head in rows:
+            if isinstance(head, str):
+                self._heads[head] = conv_id
+                self._head_of[conv_id] = head
+
     def update(self, log: CallLog) -> None:
         """Called on the event loop after each turn: a copy, so the writer never reads a log
         the next turn is changing (entries are never changed once logged)."""
         with self._lock:
             self._dirty[log.conv_id] = log.to_dict()
+        if log.head is not None and self._head_of.get(log.conv_id) != log.head:
+            self._heads.pop(self._head_of.get(log.conv_id, ""), None)
+            self._heads[log.head] = log.conv_id
+            self._head_of[log.conv_id] = log.head
+        self._wake.set()
+
+    def stored_conversation(self, hashes: Sequence[bytes]) -> tuple[str, int] | None:
+        """(conversation id, i): the stored conversation whose latest history is ``messages[:i]``
+        (``hashes`` as :func:`~.conversation.history_hashes` gives them), the longest first; or None."""
+        for i in range(len(hashes) - 1, 0, -1):
+            conv_id = self._heads.get(hashes[i].hex())
+            if conv_id is not None:
+                return conv_id, i
+        return None
+
+    def load(self, conv_id: str) -> dict[str, Any] | None:
+        """A conversation's log as last recorded (pending or stored); reads the store (call it in a thread)."""
+        with self._lock:
+            pending = self._dirty.get(conv_id)
+        if pending is not None:
+            return dict(pending)
+        store = Store(self.path)
+        try:
+            row = store.db.execute("SELECT record FROM episodes WHERE key = ?", (f"live-{conv_id}",)).fetchone()
+            data = json.loads(store.unpack_record(row[0])) if row else None
+        except (sqlite3.Error, ValueError):
+            return None
+        finally:
+            store.close()
+        live = data.get("live") if isinstance(data, dict) else None
+        return live if isinstance(live, dict) else None
 
     def _take(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -100,6 +157,7 @@ class Recorder:
         try:
             while True:
                 stopping = self._stop
+                self._wake.clear()  # before taking: a turn logged from now on wakes the next round
                 logs = self._take()
                 if logs:
                     try:
@@ -116,8 +174,7 @@ class Recorder:
                             if final >= self.final_tries:
                                 self.unwritten = len(self._dirty)
                                 return
-                        self._wake.wait(backoff)
-                        self._wake.clear()
+                        self._stopping.wait(backoff)  # new turns do not hurry a retry; a shutdown does
                         backoff = min(backoff * 2, self.max_backoff_s)
                         continue
                     self.written += len(logs)
@@ -127,8 +184,9 @@ class Recorder:
                         self.error = None
                 if stopping:
                     return
+                if logs and self.min_gap_s:
+                    time.sleep(self.min_gap_s)  # let a busy proxy's turns gather into one transaction
                 self._wake.wait(self.interval_s)
-                self._wake.clear()
         finally:
             if store is not None:
                 store.close()
@@ -137,6 +195,7 @@ class Recorder:
         """Write what is left and stop the writer (the server's shutdown); after a few failed
         tries the rows left are counted in :attr:`unwritten`."""
         self._stop = True
+        self._stopping.set()
         self._wake.set()
         self._thread.join()
 

@@ -29,7 +29,14 @@ from typing import Any
 from .service import ProxyError
 
 _SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_output_tokens": "max_tokens", "model": "model",
-             "tool_choice": "tool_choice", "parallel_tool_calls": "parallel_tool_calls"}
+             "tool_choice": "tool_choice", "parallel_tool_calls": "parallel_tool_calls", "user": "user",
+             "service_tier": "service_tier", "prompt_cache_key": "prompt_cache_key",
+             "safety_identifier": "safety_identifier", "top_logprobs": "top_logprobs"}
+#: fields read below, or without effect on the answer (the proxy keeps nothing server-side: ``store``)
+_READ = {"input", "instructions", "tools", "stream", "reasoning", "text", "previous_response_id", "store", "metadata",
+         "include", "stream_options"}
+#: fields accepted only at their neutral value
+_NEUTRAL = {"truncation": ("disabled",), "background": (False,)}
 
 
 def _text(content: Any, where: str) -> str:
@@ -101,6 +108,45 @@ def chat_request(body: Any) -> dict[str, Any]:
             out[chat_key] = body[key]
     if body.get("tools"):
         out["tools"] = body["tools"]
+    if body.get("stream") is not None:
+        out["stream"] = body["stream"]
+    if isinstance(out.get("tool_choice"), Mapping) and "function" not in out["tool_choice"]:
+        out["tool_choice"] = {"type": "function", "function": {"name": out["tool_choice"].get("name")}}
+    out.update(_reasoning_and_text(body))
+    for key, value in body.items():
+        if value is None or key in _SAMPLING or key in _READ or (key in _NEUTRAL and value in _NEUTRAL[key]):
+            continue
+        raise ProxyError(400, f"'{key}': this Responses field is not served by the variant proxy"
+                              + (f" (only {_NEUTRAL[key][0]!r})" if key in _NEUTRAL else ""),
+                         code="unsupported_field", param=key)
+    return out
+
+
+def _reasoning_and_text(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``reasoning.effort`` and ``text.format`` / ``text.verbosity`` in their chat-completions form."""
+    out: dict[str, Any] = {}
+    reasoning, text = body.get("reasoning"), body.get("text")
+    if reasoning is not None:
+        if not isinstance(reasoning, Mapping) or any(v is not None for k, v in reasoning.items() if k != "effort"):
+            raise ProxyError(400, "'reasoning': only {\"effort\": ...} is served (no summaries)",
+                             code="unsupported_field", param="reasoning")
+        if reasoning.get("effort") is not None:
+            out["reasoning_effort"] = reasoning["effort"]
+    if text is not None:
+        if not isinstance(text, Mapping) or set(text) - {"format", "verbosity"}:
+            raise ProxyError(400, "'text': only 'format' and 'verbosity' are served", code="unsupported_field",
+                             param="text")
+        fmt = text.get("format")
+        if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+            out["response_format"] = {"type": "json_schema", "json_schema": {
+                k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}}
+        elif isinstance(fmt, Mapping) and fmt.get("type") == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        elif fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") == "text"):
+            raise ProxyError(400, f"'text.format': unknown format {fmt!r} (text, json_object or json_schema)",
+                             code="invalid_request", param="text")
+        if text.get("verbosity") is not None:
+            out["verbosity"] = text["verbosity"]
     return out
 
 

@@ -9,6 +9,7 @@ unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 import uuid
@@ -25,18 +26,7 @@ from ..variants import resolve_variant
 from ..variants.codec import Control
 from .codecs import CodecSource, RequestError
 from .conversation import CallLog, Conversation, Snapshot, extend_hash, history_hashes
-
-
-class ProxyError(Exception):
-    """An error the client receives as ``{"error": {...}}`` with an HTTP status."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+from .request import ProxyError, check_request, forwarded
 
 
 @dataclass
@@ -56,7 +46,9 @@ class ProxyConfig:
     max_connections: int = 512
     max_tokens: int = 4096              # when the request names none
     study: str | None = None            # store study name [default: proxy|<variant>]
-    max_snapshots: int = 100_000
+    max_snapshots: int = 100_000        # conversation states kept to continue them (least recently used out)
+    max_snapshot_bytes: int = 256 * 1024 * 1024  # ... and about how many bytes of transcript they may hold
+    client_key: str | None = None       # clients must send 'Authorization: Bearer <it>' [default: anyone may]
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,6 +68,10 @@ class VariantProxy:
         self.recorder = recorder
         self._providers: dict[str, ProviderWrapper] = {}
         self._snapshots: OrderedDict[bytes, Snapshot] = OrderedDict()
+        self._snapshot_bytes = 0
+        #: conversation id -> turns served (or being served) on its row: a snapshot with fewer turns
+        #: is a turn the client sends again (a retry, a regeneration), served as a branch on its own row
+        self._heads: OrderedDict[str, int] = OrderedDict()
         self._ids = itertools.count(1)
         self.upstream_probe = self._provider(config.model or "upstream")  # validates the URLs now
 
@@ -110,17 +106,21 @@ class VariantProxy:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ProxyError(400, "'messages' must be a non-empty list", code="invalid_messages")
-        if body.get("n", 1) not in (1, None):
-            raise ProxyError(400, "the variant proxy serves n=1 only", code="unsupported_n")
         tools = body.get("tools")
         if not isinstance(tools, list) or not tools:
             raise ProxyError(400, "chat() needs native 'tools'; requests without tools pass through")
+        check_request(body)
         model = self.upstream_model(body)
         started = time.perf_counter()
         try:
-            bound = self.codecs.for_tools(tools)
+            bound = self.codecs.cached(tools)
+            if bound is None:  # a new tool list: its variant may take seconds to build (10,000 tools)
+                bound = await asyncio.to_thread(self.codecs.build, tools)
+                self.codecs.remember(tools, bound)
             hashes = history_hashes(messages)
             conv, start = self._find(hashes, bound)
+            if start == 0 and len(messages) > 1:
+                conv = await self._stored(hashes, bound) or conv
             for i in range(start, len(messages)):
                 conv.add(messages[i], i)
         except RequestError as exc:
@@ -132,47 +132,104 @@ class VariantProxy:
                            choice: str | None) -> ModelOutput:
             return await provider.generate(msgs, variant_tools, choice, config)
 
+        turns = conv.log.turns
+        self._claim(conv.log.conv_id, turns + 1)
         try:
             reply, finish = await conv.turn(upstream, _tool_choice(body.get("tool_choice")), self.config.max_rounds)
         except InfraError as exc:
             conv.log.termination = "upstream_error"
             self._record(conv.log)
+            self._release(conv.log.conv_id, turns)
             raise upstream_error(exc) from None
-        self._remember(extend_hash(hashes[-1], reply), conv.snapshot())
+        except asyncio.CancelledError:  # the client went away: its row says so, a retry continues it
+            conv.log.termination = "client_disconnected"
+            self._record(conv.log)
+            self._release(conv.log.conv_id, turns)
+            raise
+        head = extend_hash(hashes[-1], reply)
+        conv.log.head = head.hex()
+        self._remember(head, conv.snapshot())
         self._record(conv.log)
         return self._completion(body, reply, finish, conv.log, time.perf_counter() - started)
 
     def _find(self, hashes: list[bytes], bound: Any) -> tuple[Conversation, int]:
-        """The conversation whose longest served history prefixes this one, or a new one."""
+        """The conversation whose longest served history prefixes this one, or a new one. A
+        snapshot that was already continued (the client sends a turn again: a retry, a
+        regeneration) starts a branch: a new conversation (its own row) that copies the
+        snapshot's log and names its parent, so the first conversation's row is left as it was."""
         for i in range(len(hashes) - 1, 0, -1):
             snap = self._snapshots.get(hashes[i])
             if snap is not None and snap.log.domain == bound.domain and snap.log.variant == self.variant.name:
                 self._snapshots.move_to_end(hashes[i])
-                return Conversation(bound, snap.log, self.config.control, self.config.instructions, snap), i
+                log = self._continued(snap.log.copy())
+                return Conversation(bound, log, self.config.control, self.config.instructions, snap), i
         log = CallLog(conv_id=uuid.uuid4().hex, variant=self.variant.name, domain=bound.domain,
                       catalog=bound.codec.catalog.name)
         return Conversation(bound, log, self.config.control, self.config.instructions), 0
 
+    def _continued(self, log: CallLog) -> CallLog:
+        """``log`` continued, or, when its conversation has moved past it, a branch of it."""
+        if self._heads.get(log.conv_id, log.turns) != log.turns:
+            log.branch_of, log.conv_id = log.conv_id, uuid.uuid4().hex
+            log.started, log.termination = time.time(), "live"
+        return log
+
+    async def _stored(self, hashes: list[bytes], bound: Any) -> Conversation | None:
+        """A history no snapshot holds, that a stored conversation ended with (the proxy was
+        restarted, or the state left memory): the conversation is rebuilt from the history, as
+        any unknown history is, but continues that conversation's row."""
+        found = self.recorder.stored_conversation(hashes) if self.recorder is not None else None
+        if found is None:
+            return None
+        data = await asyncio.to_thread(self.recorder.load, found[0])  # type: ignore[union-attr]
+        if not data or data.get("domain") != bound.domain or data.get("variant") != self.variant.name:
+            return None
+        log = self._continued(CallLog.from_dict(data))
+        log.termination = "live"
+        return Conversation(bound, log, self.config.control, self.config.instructions)
+
+    def _claim(self, conv_id: str, turns: int) -> None:
+        self._heads[conv_id] = turns
+        self._heads.move_to_end(conv_id)
+        if len(self._heads) > self.config.max_snapshots:
+            self._heads.popitem(last=False)
+
+    def _release(self, conv_id: str, turns: int) -> None:
+        """A turn that failed: the conversation may be continued from before it again."""
+        if self._heads.get(conv_id) == turns + 1:
+            self._heads[conv_id] = turns
+
     def _remember(self, key: bytes, snap: Snapshot) -> None:
+        """Keep ``snap`` under ``key``; the least recently used go first, past ``max_snapshots``
+        states or ``max_snapshot_bytes`` of transcript (counted per snapshot, so shared messages
+        count more than once: the bound errs on the small side)."""
+        old = self._snapshots.pop(key, None)
+        if old is not None:
+            self._snapshot_bytes -= old.nbytes
         self._snapshots[key] = snap
-        if len(self._snapshots) > self.config.max_snapshots:
-            self._snapshots.popitem(last=False)
+        self._snapshot_bytes += snap.nbytes
+        while self._snapshots and (len(self._snapshots) > self.config.max_snapshots
+                                   or self._snapshot_bytes > self.config.max_snapshot_bytes):
+            self._snapshot_bytes -= self._snapshots.popitem(last=False)[1].nbytes
+
+    def memory(self) -> dict[str, int]:
+        """What the proxy holds to continue conversations (``/health``)."""
+        return {"snapshots": len(self._snapshots), "snapshot_bytes": self._snapshot_bytes}
 
     def _record(self, log: CallLog) -> None:
         if self.recorder is not None:
             self.recorder.update(log)
 
     def _generate_config(self, body: Mapping[str, Any]) -> GenerateConfig:
-        try:
-            max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or self.config.max_tokens
-            temperature = body.get("temperature")
-            return GenerateConfig(temperature=1.0 if temperature is None else float(temperature),
-                                  max_tokens=int(max_tokens),
-                                  top_p=None if body.get("top_p") is None else float(body["top_p"]),
-                                  seed=None if body.get("seed") is None else int(body["seed"]))
-        except (TypeError, ValueError):
-            raise ProxyError(400, "temperature, top_p, seed and max_tokens must be numbers",
-                             code="invalid_sampling") from None
+        """The upstream's sampling settings (checked by :func:`~.request.check_request`), with the
+        request's other fields forwarded as they are (:func:`~.request.forwarded`)."""
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or self.config.max_tokens
+        temperature = body.get("temperature")
+        return GenerateConfig(temperature=1.0 if temperature is None else float(temperature),
+                              max_tokens=int(max_tokens),
+                              top_p=None if body.get("top_p") is None else float(body["top_p"]),
+                              seed=None if body.get("seed") is None else int(body["seed"]),
+                              extra=forwarded(body) or None)
 
     def _completion(self, body: Mapping[str, Any], reply: Message, finish: str, log: CallLog,
                     latency: float) -> dict[str, Any]:
@@ -204,6 +261,7 @@ class VariantProxy:
     def passthrough_request(self, body: Mapping[str, Any]) -> tuple[OpenAIProvider, str, dict[str, Any]]:
         """(provider, URL, body) for a request without tools, forwarded unchanged but for
         ``--model``."""
+        check_request(body)
         model = self.upstream_model(body)
         inner = self._provider(model).inner
         assert isinstance(inner, OpenAIProvider)
@@ -214,13 +272,12 @@ class VariantProxy:
 
 
 def _tool_choice(value: Any) -> str | None:
-    """The agent's tool_choice for the variant: a named native function cannot be named in
-    the variant (it may be a dispatcher operation or a protocol), so it becomes 'required'."""
-    if value is None or value in ("auto", "none", "required"):
-        return value if isinstance(value, str) else None
-    if isinstance(value, Mapping):
-        return "required"
-    raise ProxyError(400, f"unsupported tool_choice {value!r}", code="invalid_tool_choice")
+    """The agent's tool_choice (checked by :func:`~.request.check_tool_choice`) for the variant: a
+    named native function cannot be named in the variant (it may be a dispatcher operation or a
+    protocol), so it becomes 'required'."""
+    if value is None or isinstance(value, str):
+        return value
+    return "required"
 
 
 def upstream_error(exc: InfraError) -> ProxyError:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import StoreError, ToolbiasError
 from ..integrations.tau2_results import TAU2_KIND
@@ -31,10 +31,11 @@ from ..study.stats import (
     schema_form_gap,
     variant_differences,
 )
+from . import tally
 from .live import live_table, load_conversations
 from .paper_tables import paper_tables, query_weighted_ratio
 from .stored import stored_classes, stored_function_ratios, stored_steps
-from .tau2_table import TABLE_KEY, tau2_table
+from .tau2_table import TABLE_KEY, TAU2_CATALOG, tau2_table
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
 #: the store kinds whose records are toolbias episodes (the HTML drill-down shows these)
@@ -218,13 +219,19 @@ def function_ratios(catalog_spec: str, variants: Sequence[str], baseline: str = 
 
 def build_report(store: str | Path | Store, *, settings: ReportSettings | None = None,
                  catalog: str | None = None, study: str | None = None) -> ReportData:
-    """Compute every section of the report from a store."""
+    """Compute every section of the report from a store. Task episodes are counted in SQL
+    (:mod:`toolbias.report.tally`), never loaded one by one; probes, live conversations and
+    tau2-bench episodes (Table 9) are read as rows."""
     settings = settings or ReportSettings()
     own = not isinstance(store, Store)
     st = open_store(store) if not isinstance(store, Store) else store
     try:
-        df = episodes_dataframe(st, kind="task")
+        everything = st.tallies(kind="task")
+        counted = tally.select(everything, study)
         imported = episodes_dataframe(st, kind=TAU2_KIND)  # tau2 results files (Table 9 only)
+        # tau2-bench in process (Table 9): read as rows, where the tallies name a tau2 catalog
+        in_process = any(t.catalog.startswith(TAU2_CATALOG) for t in everything)
+        tau2 = episodes_dataframe(st, kind="task", catalog_prefix=TAU2_CATALOG) if in_process else imported[:0]
         probe_rows = [r.__dict__ for r in st.rows(kind="probe")]
         infra = st.count("infra_error")
         metas = st.study_meta()
@@ -233,19 +240,19 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
         if own:
             st.close()
     if study is not None:
-        df = df[df["study"] == study]
+        tau2 = tau2[tau2["study"] == study]
         imported = imported[imported["study"] == study]
         probe_rows = [r for r in probe_rows if r["study"].startswith(study)]
+    table = tally.cell_table(counted)
     notes: list[str] = []
     if infra:
         notes.append(f"{infra} episodes ended in infrastructure errors and are left out; re-run the same "
                      "command to retry them")
     seed, n_res, conf = settings.seed, settings.n_resamples, settings.confidence
-    cells = cell_stats(df, seed=seed, n_resamples=n_res, confidence=conf)
-    # distinct values first (a column's values one by one cost seconds over a large store)
-    df_variants = [str(v) for v in dict.fromkeys(df["variant"].tolist())]
-    models = list(dict.fromkeys([str(m) for m in dict.fromkeys(df["model"].tolist())] +
-                                [str(r["model"]) for r in probe_rows]))
+    cells = cell_stats(table, seed=seed, n_resamples=n_res, confidence=conf)
+    # cells come in the order their first episodes were stored: so do their variants and models
+    df_variants = list(dict.fromkeys(k[1] for k in table))
+    models = list(dict.fromkeys([k[0] for k in table] + [str(r["model"]) for r in probe_rows]))
     variants = variant_order(df_variants + [str(r["variant"]) for r in probe_rows],
                              settings.baseline)
     order_v = {v: i for i, v in enumerate(variants)}
@@ -257,23 +264,22 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     probes.sort(key=lambda p: (order_m[p.model], order_v[p.variant], p.control, p.condition))
     compliance = {p_key(p): p.compliance for p in probes}
     difficulty, prediction = difficulty_prediction(
-        df, n=settings.sample_n, seed=settings.seed, repeats=settings.repeats, confidence=settings.confidence,
-        compliance=compliance) if len(df) else ([], [])
-    catalogs = sorted({str(c) for c in set(df["catalog"].tolist())} | {str(r["catalog"]) for r in probe_rows})
+        table, n=settings.sample_n, seed=settings.seed, repeats=settings.repeats, confidence=settings.confidence,
+        compliance=compliance) if table else ([], [])
+    catalogs = sorted({str(t.catalog) for t in counted} | {str(r["catalog"]) for r in probe_rows})
     if len(catalogs) > 1:
         notes.append(f"the store mixes catalogs ({', '.join(catalogs)}): cells pool them by task id")
     task_variants = [v for v in variants if v in set(df_variants)]
-    task_studies = sorted({str(x) for x in set(df["study"].tolist())})
+    task_studies = sorted({str(t.study) for t in counted})
     ratios: dict[str, float] = {}
-    if catalog is None and len(df):  # what the studies stored; rebuilt from the registry for older studies
+    if catalog is None and table:  # what the studies stored; rebuilt from the registry for older studies
         ratios, more = stored_function_ratios(metas, task_studies, task_variants)
         notes.extend(more)
     all_studies = task_studies + sorted({str(r["study"]) for r in probe_rows})
     steps, more = stored_steps(metas, all_studies, variants)
     notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
-    weights = ({str(d): float(n) for d, n in df.groupby("domain")["task_id"].nunique().items()}
-               if len(df) and "domain" in df else None)  # queries per domain: Figure 3's weights
+    weights = tally.tasks_per_domain(counted) if table else None  # queries per domain: Figure 3's weights
     # the paper's query-weighted ratio needs per-domain counts: rebuilt (from the stored steps) where
     # the catalog loads; the stored whole-catalog ratio otherwise
     missing = task_variants if weights else [v for v in task_variants if v not in ratios]
@@ -285,19 +291,19 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     if len(imported):
         notes.append(f"Table 9 includes {len(imported)} simulations imported from tau2 results files; the other "
                      "sections show toolbias's own episodes")
-    if len(df) and settings.baseline not in set(df_variants):
+    if table and settings.baseline not in set(df_variants):
         notes.append(f"no '{settings.baseline}' episodes: no variant-minus-native differences")
     return ReportData(
         store=str(st.path), settings=settings, cells=cells,
-        variant_diffs=variant_differences(df, baseline=settings.baseline, seed=seed, n_resamples=n_res,
+        variant_diffs=variant_differences(table, baseline=settings.baseline, seed=seed, n_resamples=n_res,
                                           confidence=conf),
-        model_diffs=model_differences(df, seed=seed, n_resamples=n_res, confidence=conf),
-        gap=schema_form_gap(df, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
+        model_diffs=model_differences(table, seed=seed, n_resamples=n_res, confidence=conf),
+        gap=schema_form_gap(table, seed=seed, n_resamples=n_res, confidence=conf), probes=probes,
         difficulty=difficulty, prediction=prediction, function_ratios=ratios, models=models, variants=variants,
         catalogs=catalogs, notes=notes, study=study,
         classes=stored_classes(metas, all_studies), variant_steps=steps,
-        paper_tables={**paper_tables(df, seed=seed, n_resamples=n_res, confidence=conf),
-                      TABLE_KEY: tau2_table(df, imported, seed=seed, n_resamples=n_res, confidence=conf)},
+        paper_tables={**paper_tables(table, seed=seed, n_resamples=n_res, confidence=conf),
+                      TABLE_KEY: tau2_table(tau2, imported, seed=seed, n_resamples=n_res, confidence=conf)},
         live=live_table(conversations, order=variant_order([c["variant"] for c in conversations], settings.baseline),
                         seed=seed, n_resamples=n_res, confidence=conf))
 
@@ -328,6 +334,41 @@ class EpisodeView:
         return f"ep-{self.key[:16]}"
 
 
+class _Candidate(NamedTuple):
+    key: str
+    kind: str
+    model: str
+    variant: str
+    control: str
+    condition: str
+    task_id: str
+    success: bool | None
+    failure_mode: str | None
+
+
+def _drill_down_candidates(st: Store, *, per_mode: int, successes: int,
+                           study: str | None) -> tuple[list[_Candidate], int]:
+    """In the order they were stored, the first ``per_mode`` episodes of each cell, kind and
+    failure mode and the first ``successes`` successes of each cell and kind (chosen in SQL: no
+    row but these is read), and how many finished episodes of :data:`DRILL_DOWN_KINDS` there are."""
+    where = f"status='done' AND kind IN ({','.join('?' * len(DRILL_DOWN_KINDS))})"
+    args: list[Any] = list(DRILL_DOWN_KINDS)
+    if study is not None:
+        where += " AND substr(study, 1, ?)=?"
+        args += [len(study), study]
+    ok = "COALESCE(success, 0) != 0"
+    fields = "key, kind, model, variant, control, condition, task_id, success, failure_mode"
+    q = (f"SELECT {fields} FROM (SELECT rowid AS rid, {fields}, ROW_NUMBER() OVER (PARTITION BY kind, model, "
+         f"variant, control, condition, {ok}, CASE WHEN {ok} THEN NULL ELSE failure_mode END ORDER BY rowid) "
+         f"AS nth FROM episodes WHERE {where}) WHERE nth <= CASE WHEN {ok} THEN ? ELSE ? END ORDER BY rid")
+    chosen = [_Candidate(key, kind, model, variant, control, condition, task_id,
+                         None if success is None else bool(success), mode)
+              for key, kind, model, variant, control, condition, task_id, success, mode
+              in st.query(q, [*args, successes, per_mode])]
+    total = int(st.query(f"SELECT COUNT(*) FROM episodes WHERE {where}", args)[0][0])
+    return chosen, total
+
+
 def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: int = 1,
                     limit: int = 1000, study: str | None = None) -> tuple[list[EpisodeView], int]:
     """Episodes worth showing: per cell (and kind), up to ``per_mode`` of each failure mode
@@ -338,18 +379,7 @@ def select_episodes(store: str | Path | Store, *, per_mode: int = 5, successes: 
     own = not isinstance(store, Store)
     st = open_store(store) if not isinstance(store, Store) else store
     try:
-        chosen: list[Any] = []
-        counts: dict[tuple[Any, ...], int] = {}
-        total = 0
-        for r in st.rows(kind=None, with_record=False):
-            if r.kind not in DRILL_DOWN_KINDS or (study is not None and not r.study.startswith(study)):
-                continue
-            total += 1
-            slot = (r.kind, r.model, r.variant, r.control, r.condition, r.failure_mode if not r.success else "+")
-            cap = successes if r.success else per_mode
-            if counts.get(slot, 0) < cap:
-                counts[slot] = counts.get(slot, 0) + 1
-                chosen.append(r)
+        chosen, total = _drill_down_candidates(st, per_mode=per_mode, successes=successes, study=study)
         # a limit never hides a mode: first the first episode of every failure mode, then the
         # first of every (cell, mode), then other failures, then successes
         seen_modes: set[str] = set()

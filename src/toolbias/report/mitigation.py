@@ -23,13 +23,15 @@ the share of the gain kept on held-out domains.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ToolbiasError
+from ..store import Tally
 from ..study.splits import Splits
 from ..study.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_ci, paired_bootstrap, task_success
+from . import tally
 from .grid import variant_order
 
 MITIGATIONS = ("instruction", "required")
@@ -125,23 +127,26 @@ def _paired(a: Mapping[str, float], b: Mapping[str, float], column: str, kind: s
     return Delta(column, kind, mean, ci.low, ci.high, se, n, marked)
 
 
-def _per_task(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, float]]:
-    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((str(r["model"]), str(r["variant"]), str(r["control"]), str(r["condition"])),
-                          []).append(r)
-    return {k: task_success(v) for k, v in groups.items()}
-
-
 def mitigation_table(rows: Sequence[Mapping[str, Any]], *, base_model: str | None = None,
                      trained: Sequence[TrainedRun] = (), control: str = "strict", seed: int = 0,
                      n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE,
                      ) -> MitigationTable | None:
     """Table 3 and Table 14 from finished task episodes (dicts with model, variant, control,
     condition, task_id, domain, success). None when the store holds no mitigation to compare."""
-    done = [r for r in rows if r.get("status", "done") == "done" and r.get("success") is not None]
-    cells = _per_task(done)
-    models = list(dict.fromkeys(str(r["model"]) for r in done))
+    done = (r for r in rows if r.get("status", "done") == "done")
+    return tallied_mitigation_table(tally.tallies_of_rows(done), base_model=base_model, trained=trained,
+                                    control=control, seed=seed, n_resamples=n_resamples, confidence=confidence)
+
+
+def tallied_mitigation_table(tallies: Sequence[Tally], *, base_model: str | None = None,
+                             trained: Sequence[TrainedRun] = (), control: str = "strict", seed: int = 0,
+                             n_resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE,
+                             ) -> MitigationTable | None:
+    """:func:`mitigation_table` of finished task episodes counted (:mod:`toolbias.report.tally`):
+    episodes without a success value are left out."""
+    table = tally.cell_table(tallies, scored_only=True)
+    cells = {k: c.per_task() for k, c in table.items()}
+    models = list(dict.fromkeys(k[0] for k in table))
     trained_models = {t.model for t in trained}
     missing = sorted(trained_models - set(models))
     if base_model is None:
@@ -173,7 +178,7 @@ def mitigation_table(rows: Sequence[Mapping[str, Any]], *, base_model: str | Non
                 d.trained_on = (variant in t.splits.train_variants) if t.splits else None
                 row.deltas[t.label] = d
         out_rows.append(row)
-    domains = {str(r["task_id"]): str(r["domain"]) for r in done}
+    domains = tally.task_domains(tallies, scored_only=True)
     notes = [f"training run model(s) not in the store: {', '.join(missing)}"] if missing else []
     return MitigationTable(base_model, control, columns, out_rows, transfer_rows(cells, base_model, runs, domains,
                                                                                  control), notes)
@@ -377,15 +382,21 @@ def mitigation_fragments(store: Any, *, study: str | None = None, trained: Seque
 
 def mitigation_table_from_store(store: Any, *, study: str | None = None, trained: Sequence[TrainedRun] = (),
                                 base_model: str | None = None, **kw: Any) -> MitigationTable | None:
-    from ..store import episodes_dataframe
+    """:func:`mitigation_table` of a store's task episodes (of the studies whose names start with
+    ``study``), counted in SQL."""
+    from ..store import Store
 
-    df = episodes_dataframe(store, kind="task")
-    if study is not None:
-        df = df[df["study"].str.startswith(study)]
-    return mitigation_table(df.to_dict("records"), base_model=base_model, trained=trained, **kw)
+    st = store if isinstance(store, Store) else Store(store)
+    try:
+        counted = tally.select(st.tallies(kind="task"), study, prefix=True)
+    finally:
+        if st is not store:
+            st.close()
+    return tallied_mitigation_table(counted, base_model=base_model, trained=trained, **kw)
 
 
 __all__ = ["MARK_SE", "MITIGATIONS", "Delta", "MitigationRow", "MitigationTable", "SplitCell", "SplitView",
            "TrainedRun", "TransferRow", "print_split_view", "split_view", "split_view_from_store",
            "mitigation_fragments", "mitigation_html", "mitigation_table", "mitigation_table_from_store",
+           "tallied_mitigation_table",
            "print_mitigations", "transfer_rows"]

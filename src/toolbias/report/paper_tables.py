@@ -30,8 +30,7 @@ from ..study.stats import (
     DEFAULT_RESAMPLES,
     Interval,
     bootstrap_ci,
-    group_rows,
-    task_success,
+    cell_table,
 )
 from ..variants.codec import Codec
 
@@ -87,10 +86,11 @@ class Settings:
 
 
 def _per_task(df: Any) -> dict[tuple[str, str, str], dict[str, PerTask]]:
-    """(model, control, condition) -> variant -> task id -> mean success."""
+    """(model, control, condition) -> variant -> task id -> mean success (``df``: episodes or a
+    :class:`~toolbias.study.stats.CellTable`)."""
     out: dict[tuple[str, str, str], dict[str, PerTask]] = {}
-    for (model, variant, control, condition), rows in group_rows(df).items():
-        out.setdefault((model, control, condition), {})[variant] = task_success(rows)
+    for (model, variant, control, condition), cell in cell_table(df).items():
+        out.setdefault((model, control, condition), {})[variant] = cell.per_task()
     return out
 
 

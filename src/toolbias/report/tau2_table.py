@@ -31,11 +31,13 @@ TABLE9_SCHEMAS: dict[str, str] = {
 DOMAIN_ORDER = ("airline", "retail")
 BASELINE = "native"
 TABLE_KEY = "tau2_bench"
+#: how the catalog of a tau2-bench domain run in process starts (``tau2:airline``)
+TAU2_CATALOG = "tau2:"
 
 
 def is_tau2(df: Any) -> Any:
     """Which rows of an episodes DataFrame are tau2-bench episodes (in process or imported)."""
-    return (df["kind"] == TAU2_KIND) | ((df["kind"] == "task") & df["catalog"].astype(str).str.startswith("tau2:"))
+    return (df["kind"] == TAU2_KIND) | ((df["kind"] == "task") & df["catalog"].astype(str).str.startswith(TAU2_CATALOG))
 
 
 def schema_order(variants: Sequence[str]) -> list[str]:
@@ -124,5 +126,5 @@ def paper_table_rows(tables: Mapping[str, Any]) -> dict[str, tuple[list[str], li
     return {**table_rows(tables), **tau2_table_rows(tables.get(TABLE_KEY) or [])}
 
 
-__all__ = ["DOMAIN_ORDER", "TABLE9_SCHEMAS", "TABLE_KEY", "is_tau2", "paper_table_rows", "schema_order",
+__all__ = ["DOMAIN_ORDER", "TABLE9_SCHEMAS", "TABLE_KEY", "TAU2_CATALOG", "is_tau2", "paper_table_rows", "schema_order",
            "tau2_table", "tau2_table_rows"]

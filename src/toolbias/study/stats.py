@@ -20,6 +20,11 @@ Conventions (documented contract, tested):
   as :func:`scipy.stats.bootstrap` does.
 * Schema-form gap = success under ``lenient`` minus success under ``strict``
   (positive: the model meant the right action but wrote it off-schema; paper Figure 5).
+* Every statistic of a cell reads only its :class:`CellTasks`: per task, successes and
+  episodes (in the order tasks first appear), and failure-mode counts. The functions below
+  take episodes (a DataFrame or mappings, reduced here) or a :class:`CellTable` reduced
+  elsewhere (a report reduces a store in SQL: :mod:`toolbias.report.tally`); both give the
+  same numbers.
 """
 
 from __future__ import annotations
@@ -165,11 +170,57 @@ def group_rows(df: Any) -> dict[CellKey, list[dict[str, Any]]]:
     return groups
 
 
+@dataclass
+class CellTasks:
+    """One cell's episodes reduced to what its statistics read: per task ``[successes,
+    episodes]`` in the order tasks first appear, the episodes in all, and failure-mode counts."""
+
+    tasks: dict[str, list[int]] = field(default_factory=dict)
+    episodes: int = 0
+    failure_modes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, task_id: str, successes: int, episodes: int, failure_mode: Any = None) -> None:
+        """Count ``episodes`` episodes of ``task_id`` (``successes`` of them successful), all
+        ending in ``failure_mode`` (None or NaN: none)."""
+        t = self.tasks.get(task_id)
+        if t is None:
+            self.tasks[task_id] = [successes, episodes]
+        else:
+            t[0] += successes
+            t[1] += episodes
+        self.episodes += episodes
+        if failure_mode and not (isinstance(failure_mode, float) and math.isnan(failure_mode)):
+            m = str(failure_mode)
+            self.failure_modes[m] = self.failure_modes.get(m, 0) + episodes
+
+    def per_task(self) -> dict[str, float]:
+        """Task id -> mean success over its episodes (as :func:`task_success`)."""
+        return {t: ok / n for t, (ok, n) in self.tasks.items()}
+
+
+class CellTable(dict[CellKey, CellTasks]):
+    """Cell key -> :class:`CellTasks`, in the order cells first appear."""
+
+
+def cell_table(df: Any) -> CellTable:
+    """Episodes (a DataFrame or mappings with model, variant, control, condition, task_id,
+    success and optionally failure_mode) reduced per cell; a :class:`CellTable` is returned as
+    it is."""
+    if isinstance(df, CellTable):
+        return df
+    out = CellTable()
+    for key, rows in group_rows(df).items():
+        cell = out[key] = CellTasks()
+        for r in rows:
+            cell.add(str(r["task_id"]), int(bool(r["success"])), 1, r.get("failure_mode"))
+    return out
+
+
 def cell_success(df: Any) -> dict[CellKey, float]:
     """Cell key -> success rate (mean over tasks of per-task mean success), no intervals."""
     out = {}
-    for key, rows in group_rows(df).items():
-        per_task = task_success(rows)
+    for key, cell in cell_table(df).items():
+        per_task = cell.per_task()
         out[key] = sum(per_task.values()) / len(per_task)
     return out
 
@@ -216,17 +267,12 @@ def cell_stats(df: Any, *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
 
     order = {m.value: i for i, m in enumerate(FAILURE_ORDER)}
     out = []
-    for key, rows in group_rows(df).items():
-        per_task = task_success(rows)
+    for key, cell in cell_table(df).items():
+        per_task = cell.per_task()
         ci = bootstrap_ci(list(per_task.values()), confidence=confidence, n_resamples=n_resamples, seed=seed,
                           key=("cell", *key))
-        modes: dict[str, int] = {}
-        for r in rows:
-            m = r.get("failure_mode")
-            if m and not (isinstance(m, float) and math.isnan(m)):
-                modes[str(m)] = modes.get(str(m), 0) + 1
-        modes = dict(sorted(modes.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
-        out.append(CellStats(*key, n=len(per_task), episodes=len(rows), success=ci.estimate, ci_low=ci.low,
+        modes = dict(sorted(cell.failure_modes.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+        out.append(CellStats(*key, n=len(per_task), episodes=cell.episodes, success=ci.estimate, ci_low=ci.low,
                              ci_high=ci.high, failure_modes=modes))
     return out
 
@@ -249,9 +295,9 @@ class Difference:
         return asdict(self)
 
 
-def _difference(kind: str, a_key: Mapping[str, str], a_rows: list[dict[str, Any]], b_key: Mapping[str, str],
-                b_rows: list[dict[str, Any]], *, seed: int, n_resamples: int, confidence: float) -> Difference:
-    ta, tb = task_success(a_rows), task_success(b_rows)
+def _difference(kind: str, a_key: Mapping[str, str], a_cell: CellTasks, b_key: Mapping[str, str],
+                b_cell: CellTasks, *, seed: int, n_resamples: int, confidence: float) -> Difference:
+    ta, tb = a_cell.per_task(), b_cell.per_task()
     common = set(ta) & set(tb)
     ci = paired_bootstrap(ta, tb, confidence=confidence, n_resamples=n_resamples, seed=seed,
                           key=(kind, tuple(a_key.items()), tuple(b_key.items())))
@@ -264,7 +310,7 @@ def variant_differences(df: Any, *, baseline: str = "native", seed: int = 0,
                         n_resamples: int = DEFAULT_RESAMPLES,
                         confidence: float = DEFAULT_CONFIDENCE) -> list[Difference]:
     """Every variant minus ``baseline`` for each (model, control, condition), paired over tasks."""
-    groups = group_rows(df)
+    groups = cell_table(df)
     out = []
     for (model, variant, control, condition), rows in groups.items():
         if variant == baseline:
@@ -283,7 +329,7 @@ def model_differences(df: Any, *, seed: int = 0, n_resamples: int = DEFAULT_RESA
                       confidence: float = DEFAULT_CONFIDENCE) -> list[Difference]:
     """Model A minus model B on each (variant, control, condition), for every pair of models
     (A before B in order of first appearance), paired over tasks."""
-    groups = group_rows(df)
+    groups = cell_table(df)
     models: list[str] = list(dict.fromkeys(k[0] for k in groups))
     out = []
     for i, ma in enumerate(models):
@@ -303,7 +349,7 @@ def model_differences(df: Any, *, seed: int = 0, n_resamples: int = DEFAULT_RESA
 def schema_form_gap(df: Any, *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
                     confidence: float = DEFAULT_CONFIDENCE) -> list[Difference]:
     """Per (model, variant, condition): lenient minus strict success, paired over tasks (Figure 5)."""
-    groups = group_rows(df)
+    groups = cell_table(df)
     out = []
     for (model, variant, control, condition), rows in groups.items():
         if control != "lenient":
@@ -443,8 +489,8 @@ def difficulty_prediction(df: Any, *, n: int = 36, seed: int = 0, repeats: int =
     compliance = compliance or {}
     cache: dict[Any, Interval] = {}
     estimates: list[SampleEstimate] = []
-    for key, rows in group_rows(df).items():
-        per_task = task_success(rows)
+    for key, cell in cell_table(df).items():
+        per_task = cell.per_task()
         if not per_task:
             continue
         ci, mae, cov = sample_estimate(per_task, n, seed=seed, key=key, repeats=repeats,
@@ -479,7 +525,7 @@ def difficulty_prediction(df: Any, *, n: int = 36, seed: int = 0, repeats: int =
     return estimates, summaries
 
 
-__all__ = ["CELL_KEYS", "CellKey", "CellStats", "Difference", "Interval", "PredictionSummary", "SampleEstimate",
-           "bootstrap_ci", "bootstrap_means", "cell_stats", "cell_success", "difficulty_prediction", "model_differences",
+__all__ = ["CELL_KEYS", "CellKey", "CellStats", "CellTable", "CellTasks", "Difference", "Interval", "PredictionSummary", "SampleEstimate",
+           "bootstrap_ci", "bootstrap_means", "cell_stats", "cell_success", "cell_table", "difficulty_prediction", "model_differences",
            "paired_bootstrap", "pearson", "rankdata", "rng_for", "spearman", "sample_estimate", "schema_form_gap", "task_success",
            "variant_differences"]
