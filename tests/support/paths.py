@@ -5,14 +5,18 @@ Every test that reads it goes through here, so a missing copy skips with one cle
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 #: the repository root (this file is tests/support/paths.py)
 ROOT = Path(__file__).resolve().parents[2]
+#: ``../shared`` beside the repository (``TOOLBIAS_SHARED`` names another place: a worktree's copy
+#: of the repository that is not beside it)
+SHARED = Path(os.environ.get("TOOLBIAS_SHARED") or ROOT.parent / "shared")
 #: ``../shared/data`` beside the repository
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = SHARED / "data"
 
 
 def missing_reason(*parts: str) -> str:

@@ -16,7 +16,11 @@ TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
-def is_tool_name(name: Any) -> bool:
+def is_tool_name(name: Any, *, any_length: bool = False) -> bool:
+    """OpenAI's function-name rule; ``any_length``: its characters at any length (names another
+    system renders past 64 characters, which it accepted)."""
+    if any_length:
+        return isinstance(name, str) and bool(name) and _INVALID.search(name) is None
     return isinstance(name, str) and TOOL_NAME_RE.match(name) is not None
 
 

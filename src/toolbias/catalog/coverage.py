@@ -152,13 +152,16 @@ def _objects(schema: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def coverage_actions(tool: Tool, cuts: Mapping[str, Sequence[float]] | None = None) -> list[NativeAction]:
+def coverage_actions(tool: Tool, cuts: Mapping[str, Sequence[float]] | None = None,
+                     values: Mapping[str, Sequence[Any]] | None = None) -> list[NativeAction]:
     """Actions of ``tool`` in which every sample value of every argument appears at least once:
     one with only required arguments, then rows that rotate through each argument's values
-    with every argument present."""
+    with every argument present. ``values`` replaces the samples of some arguments (the values
+    a variant can express at all, such as a resolver's fixed table)."""
     cuts = cuts or {}
+    values = values or {}
     props = tool.properties
-    samples = {p: sample_values(s, cuts.get(p, ())) for p, s in props.items()}
+    samples = {p: list(values[p]) if values.get(p) else sample_values(s, cuts.get(p, ())) for p, s in props.items()}
     required = [p for p in tool.required if p in props]
     actions = [NativeAction(tool.domain, tool.name, {p: samples[p][0] for p in required})]
     seen = {actions[0].key()}

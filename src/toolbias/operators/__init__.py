@@ -15,6 +15,7 @@ OPERATORS: Registry[type[Layer]] = Registry("operator", {
     "discovery": "toolbias.operators.discovery:Discovery",
     "merge": "toolbias.operators.merge:Merge",
     "nest": "toolbias.operators.nest:Nest",
+    "paper": "toolbias.operators.paper.layer:PaperSurface",  # the paper artifact's own renderings
     "flatten": "toolbias.operators.nest:Flatten",
     "reference": "toolbias.operators.reference:Reference",
     "rename": "toolbias.operators.rename:Rename",

@@ -83,6 +83,8 @@ class Forward(NamedTuple):
     calls: tuple[Call, ...]
     route: str | None = None
     classes: tuple[str, ...] = ()
+    #: flags raised by the call even though it executes (e.g. an unknown handle passed on as is)
+    flags: tuple[Flag, ...] = ()
 
 
 class Reply(NamedTuple):
@@ -96,6 +98,9 @@ class Reject(NamedTuple):
     kind: RejectionKind
     message: str
     flags: tuple[Flag, ...] = ()
+    #: the error object a layer that reproduces another system's replies words (the paper
+    #: artifact's ``{"error": ..., "hint": ...}``); kept as the rejection's ``Decoded.reply``
+    reply: Mapping[str, Any] | None = None
 
 
 #: what a layer's ``decode`` returns; named tuples (immutable, and cheap: one per call per layer)
@@ -120,6 +125,13 @@ class Layer:
     #: a cross-call protocol (transaction, reference, discovery): answers calls itself, so it
     #: must be the last step of a variant
     protocol: ClassVar[bool] = False
+    #: False: the codec does not check calls against this layer's JSON schemas; the layer checks
+    #: them itself, as the system it reproduces does (the paper artifact's surfaces). The native
+    #: level still validates every action a call decodes to.
+    validates: ClassVar[bool] = True
+    #: True: tool names reproduce another system's rendering and may run past OpenAI's 64
+    #: characters (the paper artifact's fully split names; vLLM accepts them)
+    long_names: ClassVar[bool] = False
     #: the values of the ``method`` parameter, the default first (empty: no ``method``)
     METHODS: ClassVar[tuple[str, ...]] = ()
     #: what lenient control executes for this operator beyond the schema-valid forms (one line)
@@ -175,6 +187,11 @@ class Layer:
         calls it unambiguously means (a raw value where a handle is expected, an undiscovered
         method), or None. Each protocol operator documents what it accepts (``LENIENT``)."""
         return None
+
+    def value_domains(self) -> Mapping[str, Mapping[str, Sequence[Any]]]:
+        """Native uid -> {argument: the only values this layer can express} (a resolver's fixed
+        table); verification covers those values instead of its own samples. Empty by default."""
+        return {}
 
     def finish(self, state: Any) -> list[Flag]:
         """Flags raised at episode end (e.g. transactions never committed)."""

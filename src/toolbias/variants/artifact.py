@@ -34,6 +34,11 @@ groups form        ``merge`` with ``scope: catalog`` and the arm's groups
                    actions with other values unreachable)
 =================  ==============================================================
 
+Reading a file as a variant (:func:`load_spec_file`, ``--variants FILE``) builds it as the
+artifact builds it instead: one ``paper`` step (:mod:`toolbias.operators.paper`), its names,
+order and decoding. :func:`import_spec` is toolbias's construction of the same file (the
+``composed`` recipe uses it).
+
 A protocol step's tools are retargeted to what the earlier steps made of them (a split
 tool's pieces share its resolvers; ``curryind``'s references land in the setters).
 Anything else (an unknown kind, an operator not installed, a per-tool strip) is
@@ -250,9 +255,13 @@ def _retarget_protocol(steps: list[dict[str, Any]], catalog: Catalog, approximat
 
 
 def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial: bool = False) -> VariantSpec:
-    """A variant spec file: toolbias's ``{"name", "steps"}`` or the artifact's forms.
+    """A variant spec file: toolbias's ``{"name", "steps"}`` or the artifact's forms, which build
+    as the artifact builds them (one ``paper`` step: its names, its shuffle, its decoding).
 
-    Artifact files with unsupported op kinds are refused unless ``partial`` is true."""
+    Artifact files with op kinds the artifact does not know are refused unless ``partial`` is
+    true (then those ops are dropped). ``catalog`` is not needed (kept for callers)."""
+    from ..operators.paper._build import OP_KINDS
+
     p = Path(path)
     data = read_json(p, error=VariantError)
     if not is_artifact_spec(data):
@@ -260,12 +269,17 @@ def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial:
             raise VariantError("an assignment file of the artifact, not a variant spec", where=str(p),
                                fix="use the arm's own spec file (class_semantic.json, mix_r03_flat.json, ...)")
         return VariantSpec.from_dict(data, where=str(p))
-    imported = import_spec(data, p.stem, catalog)
-    if imported.unsupported and not partial:
-        raise VariantError("the artifact spec uses op kinds toolbias cannot reproduce: " + "; ".join(
-            f"{k} x{n} ({why})" for k, (n, why) in imported.unsupported.items()), where=str(p),
-            fix="drop those ops, or import with partial=True to build the rest")
-    return imported.spec
+    if "ops" in data:
+        unknown: dict[str, int] = {}
+        for o in data["ops"]:
+            if o.get("op") not in OP_KINDS:
+                unknown[str(o.get("op"))] = unknown.get(str(o.get("op")), 0) + 1
+        if unknown and not partial:
+            raise VariantError("the artifact spec uses op kinds the artifact does not know: " + "; ".join(
+                f"{k} x{n}" for k, n in unknown.items()), where=str(p),
+                fix=f"drop those ops (known: {', '.join(OP_KINDS)}), or load with partial=True to build the rest")
+        data = {**data, "ops": [o for o in data["ops"] if o.get("op") in OP_KINDS]}
+    return VariantSpec.from_dict(data, where=str(p))
 
 
 def import_dir(folder: str | Path, catalog: Catalog | None = None) -> list[Imported]:

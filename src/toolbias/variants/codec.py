@@ -65,6 +65,7 @@ class Decoded(NamedTuple):
     call: Call
     outcome: Outcome
     actions: tuple[NativeAction, ...] = ()
+    #: a protocol reply; for a rejection, the error object its layer worded (the paper surfaces), if any
     reply: Mapping[str, Any] | None = None
     rejection_kind: RejectionKind | None = None
     message: str = ""
@@ -338,8 +339,9 @@ class Session:
         return self._decode_at(len(self.codec.layers), call, call)
 
     def _reject(self, origin: Call, kind: RejectionKind, message: str, flags: tuple[Flag, ...] = (),
-                routes: tuple[str, ...] = (), classes: tuple[str, ...] = ()) -> Decoded:
-        return Decoded(origin, Outcome.REJECTION, rejection_kind=kind, message=message, flags=flags,
+                routes: tuple[str, ...] = (), classes: tuple[str, ...] = (),
+                reply: Mapping[str, Any] | None = None) -> Decoded:
+        return Decoded(origin, Outcome.REJECTION, reply=reply, rejection_kind=kind, message=message, flags=flags,
                        routes=routes, route_classes=classes)
 
     def _decode_at(self, level: int, call: Call, origin: Call, passed: tuple[Tool, Any] | None = None) -> Decoded:
@@ -354,6 +356,8 @@ class Session:
             problem = (RejectionKind.UNKNOWN_TOOL, f"Unknown tool '{call.name}'. Available tools: {names}.")
         elif passed is not None and passed[1] is call.arguments and validation_key(passed[0]) == validation_key(tool):
             pass
+        elif level > 0 and not codec.layers[level - 1].validates:
+            pass  # the layer checks its calls itself
         else:
             err = check_arguments(tool, call.arguments)
             if err is not None:
@@ -387,7 +391,7 @@ class Session:
                     d = self._forward(level, meant, origin, (tool, call.arguments))
                     if d.outcome is Outcome.NATIVE:
                         return _with_lenient(d, f"{layer.op}: executed protocol misuse as the action it names")
-            return self._reject(origin, step.kind, step.message, step.flags)
+            return self._reject(origin, step.kind, step.message, step.flags, reply=step.reply)
         assert isinstance(step, Forward)
         return self._forward(level, step, origin, (tool, call.arguments))
 
@@ -396,12 +400,12 @@ class Session:
         classes = step.classes
         if len(step.calls) == 1:  # the usual case: the inner outcome is the outcome, plus this route
             d = self._decode_at(level - 1, step.calls[0], origin, passed)
-            if routes or classes:  # (built directly: NamedTuple._replace costs twice as much)
-                d = Decoded(d.call, d.outcome, d.actions, d.reply, d.rejection_kind, d.message, d.flags,
+            if routes or classes or step.flags:  # (built directly: NamedTuple._replace costs twice as much)
+                d = Decoded(d.call, d.outcome, d.actions, d.reply, d.rejection_kind, d.message, step.flags + d.flags,
                             routes + d.routes, classes + d.route_classes, d.lenient)
             return d
         actions: list[NativeAction] = []
-        flags: list[Flag] = []
+        flags: list[Flag] = list(step.flags)
         lenient: str | None = None
         for inner in step.calls:
             d = self._decode_at(level - 1, inner, origin, passed)

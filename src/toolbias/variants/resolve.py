@@ -16,6 +16,8 @@ from .codec import Codec
 from .compose import compose
 from .isolated import IsolatedCodec, isolated
 from .named import REGISTRY
+from .paper import GROUPS as PAPER_GROUPS
+from .paper import PAPER_VARIANTS, paper_renderings
 from .recipes import expand
 from .spec import VariantSpec
 
@@ -43,14 +45,20 @@ def registry() -> dict[str, VariantSpec]:
 
 
 def get_variant(name: str) -> VariantSpec:
+    """A registered variant, or one of the paper artifact's renderings (``paper.<name>``)."""
     reg = registry()
     if name in reg:
         return reg[name]
-    raise VariantError(f"unknown variant '{name}'", fix=f"use one of: {', '.join(reg)}")
+    if name in PAPER_VARIANTS:
+        return PAPER_VARIANTS[name]
+    raise VariantError(f"unknown variant '{name}'",
+                       fix=f"use one of: {', '.join(reg)}; or an artifact rendering (paper.<name>, group "
+                           f"{', '.join(PAPER_GROUPS)})")
 
 
 def resolve_variants(selector: str | Sequence[str]) -> list[VariantSpec]:
-    """``all``, ``representative``, a comma list of names, or spec files (``*.json``)."""
+    """``all``, ``representative``, a paper group (``paper-representative`` ...: the artifact's
+    renderings, :mod:`toolbias.variants.paper`), a comma list of names, or spec files (``*.json``)."""
     reg = registry()
     names = selector.split(",") if isinstance(selector, str) else list(selector)
     out: list[VariantSpec] = []
@@ -62,6 +70,8 @@ def resolve_variants(selector: str | Sequence[str]) -> list[VariantSpec]:
             out.extend(reg.values())
         elif name == "representative":
             out.extend(v for v in reg.values() if "representative" in v.tags)
+        elif name in PAPER_GROUPS:  # the paper artifact's renderings (not in "all")
+            out.extend(paper_renderings(name))
         elif name.endswith(".json"):
             out.append(VariantSpec.from_file(name))
         else:

@@ -52,9 +52,11 @@ class VariantSpec:
         if not isinstance(d, Mapping):
             raise VariantError("a variant spec must be a JSON object", where=where,
                                fix='write {"name": "...", "steps": [{"op": "merge", ...}]}')
-        if is_artifact_spec(d):  # the paper artifact's forms: mapped onto steps on the catalog it is built on
+        if is_artifact_spec(d):  # the paper artifact's forms: built as the artifact builds them (the paper operator)
             stem = Path(where).stem
-            return cls(name=str(d.get("name", stem)), steps=({"op": "recipe", "name": "artifact", "spec": dict(d)},),
+            step = ({"op": "paper", "build": "groups", "groups": list(d["groups"])} if "groups" in d
+                    else {"op": "paper", "build": "ops", "ops": list(d["ops"])})
+            return cls(name=str(d.get("name", stem)), steps=(step,),
                        description=f"the paper artifact's {d.get('arm') or stem} spec", tags=("artifact",),
                        source=None if where == "<variant spec>" else where)
         if {"class_semantic", "n_dispatchers"} <= set(d) or "r03" in d:

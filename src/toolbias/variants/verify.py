@@ -273,10 +273,12 @@ def check_schema(codec: Codec, catalog: Catalog, result: VerifyResult) -> None:
         json.dumps([[t.name, t.description, t.parameters] for t in codec.tools])
     except (TypeError, ValueError) as exc:
         result.fail(f"the variant's tools are not JSON-serialisable: {exc}")
+    layers = [la for _, c in codec.subs() for la in c.layers] if isinstance(codec, IsolatedCodec) else codec.layers
+    long_names = any(la.long_names for la in layers)
     for d in catalog.domains:
         result.checked += 1
         names = [t.name for t in codec.tools_for(d.name)]
-        bad = [n for n in names if not is_tool_name(n)]
+        bad = [n for n in names if not is_tool_name(n, any_length=long_names)]
         if bad:
             result.fail(f"domain {d.name}: invalid function name(s) {bad[:5]}")
         elif len(set(names)) != len(names):
@@ -284,19 +286,31 @@ def check_schema(codec: Codec, catalog: Catalog, result: VerifyResult) -> None:
             result.fail(f"domain {d.name}: tool name(s) listed twice {dup[:5]}")
 
 
-#: coverage actions of a tool under some cut points, shared by the variants of one run
-_Coverage = dict[tuple[str, tuple[tuple[str, tuple[float, ...]], ...]], list[NativeAction]]
+#: coverage actions of a tool under some cut points (and value domains), shared by the variants of one run
+_Coverage = dict[tuple[str, tuple[tuple[str, tuple[float, ...]], ...], str], list[NativeAction]]
 
 
-def _coverage(tool: Tool, cuts: Mapping[str, Sequence[float]], cache: _Coverage | None) -> list[NativeAction]:
+def _coverage(tool: Tool, cuts: Mapping[str, Sequence[float]], cache: _Coverage | None,
+              values: Mapping[str, Sequence[Any]] | None = None) -> list[NativeAction]:
     mine = {p: tuple(cuts[p]) for p in tool.properties if p in cuts}
-    key = (tool.uid, tuple(mine.items()))
+    key = (tool.uid, tuple(mine.items()), canonical_json(values) if values else "")
     if cache is not None and key in cache:
         return cache[key]
-    actions = coverage_actions(tool, mine)
+    actions = coverage_actions(tool, mine, values)
     if cache is not None:
         cache[key] = actions
     return actions
+
+
+def value_domains(codec: Codec) -> dict[str, dict[str, list[Any]]]:
+    """Native uid -> {argument: values} the variant's layers can express at all."""
+    layers = [la for _, c in codec.subs() for la in c.layers] if isinstance(codec, IsolatedCodec) else codec.layers
+    out: dict[str, dict[str, list[Any]]] = {}
+    for layer in layers:
+        for uid, params in layer.value_domains().items():
+            for p, vals in params.items():
+                out.setdefault(uid, {})[p] = list(vals)
+    return out
 
 
 def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 2, seed: int = 0,
@@ -314,11 +328,12 @@ def verify_codec(codec: Codec, catalog: Catalog | None = None, *, probes: int = 
     result = VerifyResult(codec.name, functions=codec.function_count())
     rng = random.Random(seed)
     cuts = schema_cuts(codec)
+    domains = value_domains(codec)
     check_schema(codec, catalog, result)
     for domain in catalog.domains:
         firsts: list[NativeAction] = []
         for tool in domain.tools:
-            actions = _coverage(tool, cuts, cache)
+            actions = _coverage(tool, cuts, cache, domains.get(tool.uid))
             if max_actions_per_tool is not None:
                 actions = actions[:max_actions_per_tool]
             for i, a in enumerate(actions):
