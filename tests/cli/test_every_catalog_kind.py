@@ -36,14 +36,24 @@ def _kind(name: str) -> tuple[str, str | None]:
 
 
 KINDS = ["builtin", "toolschemaspace", "bfcl", "bfcl-multi", "tau2"]
-#: kinds that are a tool list only: their tasks come from ``run --task-file`` (one builtin domain's)
-TOOL_LIST_KINDS = ["tools", "mcp"]
+#: kinds that are a tool list only: their tasks come from ``run --task-file`` (one builtin domain's;
+#: for live MCP servers, the shipped mcp-server-time config and task set)
+TOOL_LIST_KINDS = ["tools", "mcp", "mcp-config"]
 
 
 def _tool_list(kind: str, folder: Path) -> tuple[str, Path]:
     """(catalog spec, task file) for a tool-list kind, written from one builtin domain."""
     from toolbias.catalog import load_catalog
 
+    if kind == "mcp-config":
+        import shutil
+
+        import toolbias.integrations
+
+        if importlib.util.find_spec("mcp") is None or shutil.which("mcp-server-time") is None:
+            pytest.skip("needs the mcp SDK and mcp-server-time (pip install 'toolbias[mcp]' mcp-server-time)")
+        shipped = Path(toolbias.integrations.__file__).parent / "mcp_tasks"
+        return f"mcp-config:{shipped / 'time.json'}", shipped / "time.jsonl"
     builtin = load_catalog("builtin")
     domain = builtin.domains[0]
     if kind == "tools":
@@ -78,7 +88,9 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
         if skip:
             pytest.skip(skip)
     store = tmp_path / "matrix.db"
-    code, out, err = run_cli(capsys, "run", "--model", "oracle", "--catalog", spec, "--variants", "all",
+    # a live MCP server starts afresh for every episode: three variants (plain, merged, a protocol) keep it short
+    variants = "native,fully_merged,transaction" if kind == "mcp-config" else "all"
+    code, out, err = run_cli(capsys, "run", "--model", "oracle", "--catalog", spec, "--variants", variants,
                              "--sample", "2", "--store", str(store), "--workers", "1", *task_file)
     assert code == 0, err[-3000:]
     code, out, err = run_cli(capsys, "report", "--store", str(store), "--json")
@@ -91,7 +103,8 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
                  ["report", "--store", str(store), "--figures", str(tmp_path / "figs")],
                  ["export", "--store", str(store), "-o", str(tmp_path / "e.jsonl")],
                  ["export", "--store", str(store), "--format", "parquet", "-o", str(tmp_path / "e.parquet")],
-                 ["verify", "--catalog", spec, "--variants", "representative", "--probes", "2"],
+                 ["verify", "--catalog", spec, "--variants", variants if kind == "mcp-config" else "representative",
+                  "--probes", "2"],
                  ["recommend", "--model", "oracle", "--catalog", spec, "--sample", "2", "--no-halving",
                   "--store", str(tmp_path / "rec.db")]):
         code, out, err = run_cli(capsys, *args)

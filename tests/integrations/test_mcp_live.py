@@ -1,4 +1,5 @@
-"""Live MCP servers as catalogs (mcp-config:FILE), against the real mcp-server-time and mcp-server-git."""
+"""Live MCP servers as catalogs (mcp-config:FILE), against the real mcp-server-time, mcp-server-git and
+mcp-server-sqlite."""
 
 from __future__ import annotations
 
@@ -147,21 +148,57 @@ def test_check_calls_compare_state_with_the_gold_replay() -> None:
     assert bad["reward"] == 0.0 and not bad["checks_equal"]
 
 
-@pytest.mark.parametrize("server,task_id", [("time", "time-3"), ("git", "git-2")])
-def test_oracle_scores_every_task_under_the_representative_variants(tmp_path: Path, server: str, task_id: str) -> None:
+@pytest.mark.parametrize("server,task_id", [("time", "time-3"), ("git", "git-10")])
+def test_oracle_scores_a_task_under_every_registered_variant(tmp_path: Path, server: str, task_id: str) -> None:
+    """A sample of the shipped task sets (a task calling both time tools; four git calls with state
+    checked): the whole grid, every variant x every task, is bench/bench_mcp.py."""
     if shutil.which(f"mcp-server-{server}") is None or (server == "git" and _GIT):
         pytest.skip(f"mcp-server-{server} is not installed")
-    from toolbias.catalog.taskfile import with_task_file
     from toolbias.study.runner import StudyConfig, build_study, run_study
+    from toolbias.variants import resolve_variants
 
-    spec = f"mcp-config:{SHIPPED / (server + '.json')}"
-    catalog = with_task_file(load_catalog(spec), SHIPPED / f"{server}.jsonl")
-    cfg = StudyConfig(model="oracle", catalog=spec, variants="representative", workers=1)
-    study = build_study(cfg, catalog=catalog, tasks=[t for t in catalog.tasks if t.id == task_id])
+    cfg = StudyConfig(model="oracle", catalog=f"mcp-config:{SHIPPED / (server + '.json')}",
+                      task_file=str(SHIPPED / f"{server}.jsonl"), variants="all", workers=1)
+    study = build_study(cfg)
+    study.tasks = [t for t in study.tasks if t.id == task_id]
     prog = run_study(study, str(tmp_path / "s.db"))
-    assert prog.total == len(study.codecs) >= 10
+    assert prog.total == len(resolve_variants("all")) >= 60
     assert prog.infra_errors == 0
     assert prog.successes == prog.total
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-sqlite") is None, reason="mcp-server-sqlite is not installed")
+def test_oracle_scores_every_sqlite_task_under_the_representative_variants(tmp_path: Path) -> None:
+    from toolbias.study.runner import StudyConfig, build_study, run_study
+
+    cfg = StudyConfig(model="oracle", catalog=f"mcp-config:{SHIPPED / 'sqlite.json'}",
+                      task_file=str(SHIPPED / "sqlite.jsonl"), variants="representative", workers=1)
+    study = build_study(cfg)
+    assert sum(bool(t.meta.get("check_calls")) for t in study.tasks) >= 5  # state checked with read_query
+    prog = run_study(study, str(tmp_path / "s.db"))
+    assert prog.total == len(study.codecs) * len(study.tasks) >= 100
+    assert prog.infra_errors == 0
+    assert prog.successes == prog.total
+
+
+@pytest.mark.skipif(shutil.which("mcp-server-sqlite") is None, reason="mcp-server-sqlite is not installed")
+def test_sqlite_check_calls_see_a_different_row() -> None:
+    from types import SimpleNamespace
+
+    from toolbias.catalog.model import NativeAction
+    from toolbias.catalog.taskfile import with_task_file
+    from toolbias.study.env import make_environment
+
+    catalog = with_task_file(load_catalog(f"mcp-config:{SHIPPED / 'sqlite.json'}"), SHIPPED / "sqlite.jsonl")
+    task = next(t for t in catalog.tasks if t.id == "sql-1")
+    env = make_environment(catalog, task)
+    wrong = NativeAction("sqlite", "write_query",
+                         {"query": "INSERT INTO customers (id, name, city) VALUES (4, 'Marie', 'Lyon')"})
+    assert env.execute(wrong)["ok"]
+    env.check()
+    verdict = env.evaluate(SimpleNamespace(executed=[wrong], gold=list(task.gold), accept=None, match="exact"))
+    assert verdict is not None and verdict["reward"] == 0.0 and not verdict["checks_equal"]
+    assert "Lyon" in str(verdict["found"]) and "Paris" in str(verdict["expected"])
 
 
 @pytest.mark.skipif(shutil.which("mcp-server-time") is None, reason="mcp-server-time is not installed")

@@ -99,6 +99,9 @@ def test_cache_key_covers_what_changes_the_answer():
     other = Flaky(0)
     other.spec = "other-model"
     variants.append(cache_key(other, MSGS, tools, None, GenerateConfig()))
+    wired = Flaky(0)
+    wired.settings = lambda: {"spec": wired.spec, "extra_body": {"stop": ["x"]}}  # type: ignore[method-assign]
+    variants.append(cache_key(wired, MSGS, tools, None, GenerateConfig()))      # provider settings matter
     assert base not in variants and len(set(variants)) == len(variants)
     # operational knobs do not change the key
     slow = Flaky(5)

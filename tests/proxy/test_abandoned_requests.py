@@ -133,7 +133,7 @@ def test_sigterm_does_not_wait_for_abandoned_upstream_requests(silent: SilentUps
             proc.kill()
             proc.wait()
     with sqlite3.connect(tmp_path / "live.db") as c:  # the abandoned turn is on its row, and says so
-        assert [r[0] for r in c.execute("SELECT termination FROM episodes")] == ["client_disconnected"]
+        assert [r[0] for r in c.execute("SELECT termination FROM episodes")] == ["cancelled"]
 
 
 def test_snapshots_are_bounded_in_bytes() -> None:

@@ -204,3 +204,18 @@ def test_k_rank_names_its_base_run(tmp_path) -> None:
     groups = _invoke("select", "metrics", "--store", db, "--json")["groups"]
     assert any("[k=2,b2w,by=chooser:contains=_v2]" in g for g in groups)
     assert sum("[k=2,b2w,by=file:rank.json@" in g for g in groups) == 2   # two rankings: two groups
+
+
+def test_paper_runs_use_the_response_cache_keyed_by_the_backbones_wire_settings(tmp_path) -> None:
+    cache = str(tmp_path / "c.db")
+    with servers.FakeOpenAIServer(responder=react) as srv:
+        run(tmp_path, srv, "--model", "openai:fake-model", "--backbone", "text", "--cache", cache)
+        assert len(srv.requests) == 5
+        tmp_other = tmp_path / "again"
+        tmp_other.mkdir()
+        run(tmp_other, srv, "--model", "openai:fake-model", "--backbone", "text", "--cache", cache)
+        assert len(srv.requests) == 5                                 # answered from the cache
+        tmp_stop = tmp_path / "stop"
+        tmp_stop.mkdir()
+        run(tmp_stop, srv, "--model", "openai:fake-model", "--backbone", "text", "--cache", cache, "--stop", "X")
+        assert len(srv.requests) == 10 and srv.requests[-1]["stop"] == ["X"]   # another stop: asked again

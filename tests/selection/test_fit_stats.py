@@ -79,6 +79,26 @@ def test_a_uniform_random_chooser_is_flagged_in_text_and_json(tmp_path) -> None:
     assert st["chance"] is True and st["permutation"]["p_value"] >= 0.05
     text = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert "FLAG: this fit is no better than chance" in text.stdout
+    page = tmp_path / "explain.html"
+    CliRunner().invoke(cli, [*args, "--html", str(page)], catch_exceptions=False)
+    html = page.read_text(encoding="utf-8")
+    assert "<strong>No better than chance.</strong>" in html and "permutation p" in html
+
+
+def test_a_real_signal_is_not_flagged_in_html() -> None:
+    from toolbias.report.selection import explanation_sections
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for c in range(10):
+        feats = rng.normal(size=(5, len(pf.PAPER_FEATURES)))
+        for a in range(5):
+            rows.append({"cluster": str(c), "api": a, **dict(zip(pf.PAPER_FEATURES, feats[a], strict=True)),
+                         "rate": 0.2 + 0.08 * feats[a, 0] + 0.01 * rng.normal()})
+    e = pf.regress(pd.DataFrame(rows), model="signal<b>", permutations=100)
+    html = "".join(explanation_sections({"signal<b>": e}))
+    assert "No better than chance" not in html and "better than chance: R²" in html
+    assert "signal&lt;b&gt;" in html and "signal<b>" not in html
 
 
 def test_similarity_falls_back_to_tfidf_without_minilm_weights(tmp_path, monkeypatch) -> None:

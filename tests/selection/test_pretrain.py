@@ -23,7 +23,7 @@ def test_prompts_follow_the_paper() -> None:
     assert p.startswith(f"Write a {prompts[0].style} in natural prose of approximately 1100-1300 words.\n"
                         f"Topic: using {prompts[0].brand} to detect the language from any input text.\n")
     assert "\u2022 Vary wording and structure; avoid lists unless they fit the style; no code, no tables.\n" in p
-    assert p.endswith("Do not include a title\u2014start directly with the text.")
+    assert p.endswith("Do not include a title\u2014start directly with the text.\n")   # the authors' newline
     tool = ("Paraphrase the tool description faithfully (original: \u201cDetect the language from any input text. "
             "See more info at https://api-ninjas.com/api/textlanguage.\u201d).")
     param = "Optionally mention the parameter `text` (type: STRING, default value: 'hello world!')."
@@ -57,3 +57,11 @@ def test_corpus_command_keeps_long_branded_documents_and_resumes(tmp_path, monke
     docs = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(docs) == 3 and all("API-Ninjas" in d["text"] for d in docs)
     assert [d["call"] for d in docs] == [0, 3, 4]
+
+
+def test_words_are_counted_as_the_authors_counted_them() -> None:
+    target = pretrain.paper_target(load_benchmark(f"biasbusters:{SHARED}"))
+    assert pretrain.word_count("don't -- stop; API-Ninjas!") == 5        # don, t, stop, API, Ninjas
+    # 500 whitespace-separated tokens, 1000 regex words: kept (a whitespace split would drop it)
+    assert pretrain.keep("API-Ninjas " + "it's " * 499, target)
+    assert not pretrain.keep("API Ninjas " + "-- " * 1200, target)        # punctuation is no word

@@ -67,14 +67,4 @@ def with_task_file(catalog: Catalog, path: str | Path | None) -> Catalog:
     return catalog if path is None else replace(catalog, tasks=read_task_file(path, catalog))
 
 
-
-
-
-def task_file_catalog(spec: str, path: str | Path | None) -> Catalog | None:
-    """The catalog of ``spec`` with ``path``'s tasks (``--task-file``), or None without a file."""
-    if path is None:
-        return None
-    from .loaders import load_catalog
-
-    return with_task_file(load_catalog(spec), path)
-__all__ = ["read_task_file", "task_file_catalog", "with_task_file"]
+__all__ = ["read_task_file", "with_task_file"]

@@ -48,10 +48,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."),
     "recommend": ("toolbias.cli.recommend:recommend_cmd",
                   "Estimate candidate variants' success on a small paired sample, rank them and pick one."),
+    "tasks": ("toolbias.cli.tasks:tasks",
+              'Write task files (the --task-file format) for any tool list.'),
     "reproduce": ("toolbias.cli.reproduce:reproduce",
                   "Run a paper's protocol on your model and print it among the paper's models."),
     "proxy": ("toolbias.cli.proxy:proxy_cmd",
               'Serve VARIANT to the model at --upstream; agents connect here and see native tools.'),
+    "mcp-proxy": ("toolbias.cli.mcp_proxy:mcp_proxy_cmd",
+                  "Serve VARIANT of an MCP server's tools (-- COMMAND ARGS..., or --upstream-url) to any MCP client."),
 }
 
 

@@ -37,4 +37,13 @@ def concurrency_option(fn: F) -> F:
                         help="model requests in flight at once")(fn)
 
 
-__all__ = ["MODEL_HELP", "base_url_option", "concurrency_option", "model_option", "store_option"]
+def task_file_option(fn: F) -> F:
+    """``--task-file``: the catalog's tasks from a JSONL file (:mod:`toolbias.catalog.taskfile`),
+    the same on every command that plays or draws tasks (``StudyConfig.task_file``)."""
+    return click.option("--task-file", type=click.Path(dir_okay=False, exists=True),
+                        help="the catalog's tasks from this JSONL file ({id, query, gold_calls, domain?, "
+                             "check_calls?} a line) instead of its own")(fn)
+
+
+__all__ = ["MODEL_HELP", "base_url_option", "concurrency_option", "model_option", "store_option",
+           "task_file_option"]

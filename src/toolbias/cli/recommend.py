@@ -18,7 +18,7 @@ from ..study.success import MatchRule
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option
+from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
 
 
 @click.command("recommend")
@@ -42,20 +42,21 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--export", "export_dir", help="write the chosen variant (variant.json for `toolbias proxy "
               "--variant`, tools.json, recommendation.json) into this directory")
 @click.option("--json", "as_json", is_flag=True)
+@task_file_option
 @extra_body_option()
 def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
                   control: str, match: str, protocol: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
-                  as_json: bool, extra_body: str | None) -> None:
+                  as_json: bool, task_file: str | None, extra_body: str | None) -> None:
     """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
     from .outputs import output_dir
 
     if export_dir:
-        output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2]])
+        output_dir(export_dir, option="--export", inputs=[store, catalog.partition(":")[2], task_file])
     check_protocol(protocol)
     rule = "" if match == "auto" else f"|{match}"
     cfg = study_config(model=model, catalog=catalog, variants=variants, sample=sample, seed=seed, control=control,
                        concurrency=concurrency, study=f"recommend|{model}|{control}|{sample}|{seed}{rule}",
-                       base_urls=base_url, match=match)
+                       base_urls=base_url, match=match, task_file=task_file)
     cfg = apply_extra_body(cfg, extra_body)
     err = Console(stderr=True)
     if not halving:

@@ -13,7 +13,7 @@ from ..study.episode import Condition
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option
+from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
@@ -168,10 +168,12 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--max-tokens", type=int, default=512, show_default=True)
 @click.option("--cache", help="response cache file (SQLite)")
+@task_file_option
 @extra_body_option()
 def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, n_probes: int, seed: int,
               control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int,
-              temperature: float, max_tokens: int, cache: str | None, extra_body: str | None) -> None:
+              temperature: float, max_tokens: int, cache: str | None, task_file: str | None,
+              extra_body: str | None) -> None:
     """Compliance probes: single-operation instructions per variant (paper Table 10).
     Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
     from ..store import Store, episodes_dataframe
@@ -182,7 +184,8 @@ def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str
 
     cfg = study_config(model=model, catalog=catalog, variants=variants, seed=seed, control=control,
                        condition=condition, turn_limit=turn_limit, temperature=temperature, max_tokens=max_tokens,
-                       concurrency=concurrency, study=study, cache=cache, base_urls=base_url)
+                       concurrency=concurrency, study=study, cache=cache, base_urls=base_url,
+                       task_file=task_file)
     cfg = apply_extra_body(cfg, extra_body)
     built = probe_study(cfg, n=n_probes)
     err = Console(stderr=True)

@@ -12,6 +12,8 @@ from . import LazyGroup
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("toolbias.cli.reproduce_schema:schema_cmd",
                "The schema-bias paper's protocol on your model, beside Figure 2's eleven models."),
+    "selection": ("toolbias.cli.reproduce_selection:selection_cmd",
+                  "Tool-selection bias: the BiasBusters protocol on your model, beside the paper's seven models."),
 }
 
 

@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..catalog.phrasing import PHRASINGS
-from ..catalog.taskfile import task_file_catalog
 from ..errors import ToolbiasError
 from ..store import Store, export, merge_stores
 from ..study.defaults import (
@@ -27,7 +26,7 @@ from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option
+from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
@@ -110,8 +109,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
 @click.option("--user-model", help="user simulator of multi-turn catalogs (tau2:...), a model spec "
               "[default: a scripted user that states the request and ends at the first answer]")
 @click.option("--html", type=click.Path(dir_okay=False), help="also write the study's HTML report here")
-@click.option("--task-file", type=click.Path(dir_okay=False, exists=True), help="the catalog's tasks from this JSONL "
-              "file ({id, query, gold_calls, domain?, check_calls?} a line) instead of its own")
+@task_file_option
 @extra_body_option()
 def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
             sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
@@ -126,16 +124,16 @@ def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, 
                        seed=seed, control=control, condition=condition, match=match, turn_limit=turn_limit,
                        temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
                        workers=workers, shard=shard, study=study, cache=cache, base_urls=base_url,
-                       user_model=user_model)
+                       user_model=user_model, task_file=task_file)
     from .outputs import lasting_store, output_file
 
     lasting_store(store, command="run")
     if job is not None:
         html = html or str(Path(store).parent / job.html)
     if html:
-        output_file(html, option="--html", inputs=[store, cache, catalog.partition(":")[2], splits])
+        output_file(html, option="--html", inputs=[store, cache, catalog.partition(":")[2], splits, task_file])
     cfg = apply_extra_body(cfg, extra_body)
-    built = build_study(cfg, catalog=task_file_catalog(cfg.catalog, task_file))
+    built = build_study(cfg)
     cfg = built.config  # with the catalog's success rule resolved
     console = Console(stderr=True)
     if job is not None:

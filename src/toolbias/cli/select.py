@@ -20,7 +20,7 @@ from ..selection import study
 from ..selection.backbones import BACKBONE_NAMES
 from ..selection.benchmark import Benchmark, load_benchmark
 from ..selection.metrics import BiasReport, agreement, bias_report, read_records
-from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, aevaluate_filter, builtin_filter_set
+from ..selection.mitigate import FILTER_STYLES, ON_EMPTY, PICKS, aevaluate_filter, builtin_filter_set
 from ..selection.perturb import CONDITIONS
 from ..selection.present import PRESENTATIONS
 from ..selection.records import GroupKey
@@ -101,7 +101,18 @@ def report_table(report: BiasReport, title: str = "") -> Table:
                   _fmt(report.delta_model), "", "", style="bold")
     table.add_row("std (runs)", "", _fmt(report.std["delta_api"]), _fmt(report.std["delta_pos"]),
                   _fmt(report.std["delta_model"]), "", "")
+    ivs = report.extra.get("intervals")
+    if ivs:
+        table.add_row("95% CI (queries)", "", *(_span(ivs.get(m)) for m in ("delta_api", "delta_pos", "delta_model")),
+                      "", "")
     return table
+
+
+def _span(iv: dict[str, Any] | None) -> str:
+    """``[low, high]`` of a JSON interval (``n/a`` when absent)."""
+    if not iv or iv.get("low") is None or iv.get("high") is None:
+        return "n/a"
+    return f"[{iv['low']:.3f}, {iv['high']:.3f}]"
 
 
 def _emit(report: BiasReport, as_json: bool, title: str = "") -> None:
@@ -365,8 +376,10 @@ def metrics_cmd(records: str | None, store: str | None, rule: str, as_json: bool
     if bool(records) == bool(store):
         raise ToolbiasError("give either a records file or --store", fix="toolbias select metrics FILE.jsonl")
     if records:
+        from ..selection.intervals import with_intervals
+
         sels, unparsed = read_records(records)
-        _emit(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), as_json)
+        _emit(with_intervals(bias_report(sels, n_unparsed=unparsed, label=Path(records).name), sels), as_json)
         return
     assert store is not None
     reports = _groups(store, rule, **filters)
@@ -433,13 +446,18 @@ def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    table = Table(title=f"cross-model agreement over {result.n_tools} tools")
-    for col in ("models", "Pearson", "Spearman"):
+    from ..selection.intervals import interval_dict
+
+    table = Table(title=f"cross-model agreement over {result.n_tools} tools",
+                  caption="95% intervals: Fisher z over the tools (Spearman: Fieller's standard error)")
+    for col in ("models", "Pearson", "95% CI", "Spearman", "95% CI"):
         table.add_column(col)
+    p_ci, s_ci = result.intervals("pearson"), result.intervals("spearman")
     for (a, b), v in result.pearson.items():
-        table.add_row(f"{a} | {b}", _fmt(v), _fmt(result.spearman[(a, b)]))
+        table.add_row(f"{a} | {b}", _fmt(v), _span(interval_dict(p_ci[(a, b)])), _fmt(result.spearman[(a, b)]),
+                      _span(interval_dict(s_ci[(a, b)])))
     table.add_section()
-    table.add_row("mean", _fmt(result.mean_pearson), _fmt(result.mean_spearman))
+    table.add_row("mean", _fmt(result.mean_pearson), "", _fmt(result.mean_spearman), "")
     Console().print(table)
 
 @select.command("explain")
@@ -462,17 +480,27 @@ def agreement_cmd(records: tuple[str, ...], store: str | None, as_json: bool, **
               help="paper features: shuffles of the rates within clusters for the chance baseline")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--html", "html_path", help="paper features: also write the fits as an HTML page (fits no better "
+                                          "than chance flagged)")
 def explain_cmd(records: str | None, store: str | None, table_path: str | None, model: str | None, benchmark: str,
                 presentation: str | None, feature_set: str, similarity: str | None, trees: int, permutations: int,
-                seed: int, as_json: bool) -> None:
+                seed: int, as_json: bool, html_path: str | None) -> None:
     """Explain selection rates by tool features (linear regression and random forest)."""
     from ..selection import paper_features as pf
     from ..selection.features import explain
 
     if sum(bool(x) for x in (records, store, table_path)) != 1:
         raise ToolbiasError("give one of: a records file, --store or --table")
+    if html_path:
+        from .outputs import output_file
+
+        if feature_set != "paper":
+            raise ToolbiasError("--html writes the paper features' fits", fix="leave --features toolbias out")
+        output_file(html_path, option="--html", inputs=[records, store, table_path])
     if table_path:
-        _print_paper_explanations(pf.explain_table(table_path, permutations=permutations, seed=seed), as_json)
+        results = pf.explain_table(table_path, permutations=permutations, seed=seed)
+        _write_explain_html(results, html_path)
+        _print_paper_explanations(results, as_json)
         return
     similarity, note = pf.resolve_similarity(similarity)
     if note:
@@ -490,6 +518,7 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
     if feature_set == "paper":
         result, _ = pf.explain_paper(bench, rep.api_rates(), similarity=similarity, model=who,
                                      permutations=permutations, seed=seed)
+        _write_explain_html({who: result}, html_path)
         _print_paper_explanations({who: result}, as_json)
         return
     old = explain(bench, rep.api_rates(), similarity=similarity, seed=seed, n_estimators=trees)
@@ -509,6 +538,23 @@ def explain_cmd(records: str | None, store: str | None, table_path: str | None, 
                f"{_fmt(old.forest_cv_r2)} ± {_fmt(old.forest_cv_r2_std)}")
     if old.absent:
         click.echo(f"absent (no variation or no metadata): {', '.join(old.absent)}")
+
+def _write_explain_html(results: dict[str, Any], path: str | None) -> None:
+    """The fits as a self-contained HTML page (each fit no better than chance flagged)."""
+    if not path:
+        return
+    import html as _html
+
+    from ..report.html import CSP, CSS
+    from ..report.selection import explanation_sections
+
+    page = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>toolbias select explain - {_html.escape(', '.join(results))}</title><style>{CSS}</style>"
+            "</head><body><main>" + "".join(explanation_sections(results)) + "</main></body></html>")
+    Path(path).write_text(page, encoding="utf-8")
+    _console().print(f"wrote {path}", highlight=False)
+
 
 def _print_paper_explanations(results: dict[str, Any], as_json: bool) -> None:
     if as_json:
@@ -591,27 +637,46 @@ def perturb_cmd(model: str, conditions: str, figure_path: str | None, base_url: 
 @click.option("--on-empty", type=click.Choice(ON_EMPTY), default="paper", show_default=True,
               help="when the filter keeps nothing: paper: the selecting model chooses among all candidates; "
                    "uniform: a seeded draw over all; drop: unparsed (still counted in coverage)")
+@click.option("--pick", type=click.Choice(PICKS), default="model", show_default=True,
+              help="model: end to end, the selecting model sees only the drawn function (plus Finish) and its "
+                   "answer is the selection; draw: the uniform draw itself is recorded")
+@click.option("--filter-backbone", type=click.Choice(BACKBONE_NAMES),
+              help="with --paper: the filter's backbone settings [default: inferred from --filter-model; the "
+                   "authors' filter was Qwen3-14B: temperature 0.5, 512 tokens, stop End Action, no thinking]")
 @_model_options
-def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str,
-                 base_url: tuple[str, ...], benchmark: str, queries: int | None, clusters: str | None, store: str,
-                 concurrency: int, cache: str | None, as_json: bool, **options: Any) -> None:
-    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter + draw)."""
-    style = filter_style or ("paper" if options.get("paper") else "toolbias")
+def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None, on_empty: str, pick: str,
+                 filter_backbone: str | None, base_url: tuple[str, ...], benchmark: str, queries: int | None,
+                 clusters: str | None, store: str, concurrency: int, cache: str | None, as_json: bool,
+                 **options: Any) -> None:
+    """Filter-then-uniform-sampling: selection bias before (the model picks) and after (filter, uniform
+    draw, and, end to end, the model's answer when shown only the drawn function)."""
+    from ..selection.backbones import get_backbone, paper_settings
+
+    paper = bool(options.get("paper"))
+    style = filter_style or ("paper" if paper else "toolbias")
     bench = _bench(benchmark, queries, clusters)
     settings = _settings(options, model or filter_model)
-    filt = _provider(filter_model, base_url, concurrency, cache)
+    filter_settings = None
+    if paper:
+        fbb, why = get_backbone(filter_backbone, filter_model)
+        filter_settings = paper_settings(fbb, runs=settings.runs)
+        _console().print(f"filter backbone: {filter_settings.backbone_label} ({why})", highlight=False,
+                         markup=False)
+    elif filter_backbone:
+        raise ToolbiasError("--filter-backbone applies to the paper's protocol", fix="add --paper")
+    filt = _provider(filter_model, base_url, concurrency, cache, filter_settings)
     chooser = filt if (not model or model == filter_model) and settings.backbone is None else \
         _provider(model or filter_model, base_url, concurrency, cache, settings)
     with SelectionStore(store) as st:
         result = study.in_session([filt] if chooser is filt else [filt, chooser], lambda: study.amitigate(
             chooser, filt, bench, settings, store=st, concurrency=concurrency, on_empty=on_empty,
-            filter_style=style, seed=settings.seed or 0))
+            filter_style=style, seed=settings.seed or 0, filter_settings=filter_settings, pick=pick))
     _console().print(f"before: {_summary_line(result.summary)}", highlight=False)
     cov = result.coverage
     if as_json:
         click.echo(json.dumps({"before": result.before.to_dict(),
-                               "after": result.after.to_dict() if result.after else None, "coverage": cov},
-                              indent=2))
+                               "after": result.after.to_dict() if result.after else None, "coverage": cov,
+                               "figures": result.figures}, indent=2))
         return
     Console().print(report_table(result.before, result.before.label))
     if result.after is not None:
@@ -620,17 +685,56 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
         click.echo("after: no mitigated trial selected a tool")
     click.echo(f"filter coverage {100 * cov['coverage']:.1f}% of {cov['trials']} trials "
                f"({', '.join(f'{k} {v}' for k, v in cov['filter'].items())}); empty answers: {on_empty}")
-    q = cov.get("filter_quality") or {}
-    if q:
-        click.echo(f"filter against the cluster (every tool able): micro precision {_fmt(q['micro_precision'])}, "
-                   f"micro recall {_fmt(q['micro_recall'])}, exact match {_fmt(q['exact_match'])}")
+    Console().print(mitigation_table(result.figures))
+
+
+def mitigation_table(figures: dict[str, Any]) -> Table:
+    """δ before and after, coverage and the filter's scores, each with its 95% interval."""
+    from ..selection.intervals import format_interval
+    from ..study.stats import Interval
+
+    def iv(d: dict[str, Any] | None) -> str:
+        if not d or d.get("estimate") is None:
+            return "n/a"
+        nan = float("nan")
+        return format_interval(Interval(d["estimate"], nan if d["low"] is None else d["low"],
+                                        nan if d["high"] is None else d["high"], d["n"]))
+
+    table = Table(title="mitigation end to end (95% intervals: δ bootstrap over queries, shares Wilson, "
+                        "filter bootstrap over trials)")
+    table.add_column("figure")
+    table.add_column("before")
+    table.add_column("after")
+    for m, v in figures["delta"].items():
+        table.add_row(m.replace("delta_", "δ "), iv(v["before"]), iv(v["after"]))
+    pos = figures["positions"]
+    for j in range(max(len(pos["before"]), len(pos["after"]))):
+        b = pos["before"][j] if j < len(pos["before"]) else None
+        a = pos["after"][j] if j < len(pos["after"]) else None
+        table.add_row(f"share at position {j + 1}", iv(b), iv(a))
+    table.add_section()
+    names = {"filter_kept": "filter kept a candidate", "task": "task served (a tool selected)",
+             "took_draw": "model took the drawn function"}
+    for k, v in figures["coverage"].items():
+        table.add_row(names.get(k, k), "", iv(v))
+    for k, v in figures["filter"].items():
+        table.add_row(f"filter {k.replace('_', ' ')} (every cluster tool able)", "", iv(v))
+    return table
+
 
 @select.command("filter-eval")
 @click.option("--filter-model", help="the filter model to evaluate")
 @click.option("--predictions", help="score stored predictions instead (the authors' subset_preds.jsonl; the "
                                     "ground truth is read beside it)")
-@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES), default="toolbias",
-              show_default=True, help="toolbias: numbered list, JSON answer; paper: the paper's prompt")
+@click.option("--filter-prompt", "filter_style", type=click.Choice(FILTER_STYLES),
+              help="toolbias: numbered list, JSON answer; paper: the paper's prompt [default: toolbias; "
+                   "--paper: paper]")
+@click.option("--paper", is_flag=True, help="the authors' filter settings (PROTOCOL.md 5): their prompt, temperature "
+                                            "0.5, top-p 1, 512 tokens, no seed, the backbone's stop and thinking "
+                                            "switch (options given explicitly still apply)")
+@click.option("--backbone", type=click.Choice(BACKBONE_NAMES),
+              help="with --paper: the filter's backbone [default: inferred from --filter-model]")
+@click.option("--temperature", type=float, help="[default: 0; --paper: 0.5]")
 @click.option("--set", "eval_set", default="builtin", show_default=True,
               help="builtin (K=2..5 correct of 8) or biasbusters:FILE (api_subset_selection_ground_truth.json)")
 @click.option("--benchmark", default="builtin", show_default=True, help="clusters of the built-in set")
@@ -639,13 +743,15 @@ def mitigate_cmd(filter_model: str, model: str | None, filter_style: str | None,
 @base_url_option
 @store_option(DEFAULT_STORE)
 @concurrency_option
-@click.option("--max-tokens", type=int, default=256, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-tokens", type=int, help="[default: 256; --paper: 512]")
+@click.option("--seed", type=int, default=0, show_default=True, help="sampling seed (--paper: none) and the "
+                                                                      "built-in set's draw")
 @click.option("--cache")
 @click.option("--json", "as_json", is_flag=True)
-def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str, eval_set: str,
-                    benchmark: str, per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str,
-                    concurrency: int, max_tokens: int, seed: int, cache: str | None, as_json: bool) -> None:
+def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_style: str | None, paper: bool,
+                    backbone: str | None, temperature: float | None, eval_set: str, benchmark: str,
+                    per_cluster: int, limit: int | None, base_url: tuple[str, ...], store: str, concurrency: int,
+                    max_tokens: int | None, seed: int, cache: str | None, as_json: bool) -> None:
     """Filter quality: micro precision, micro recall and exact match, overall and by K."""
     from ..providers.base import GenerateConfig
     from ..selection.importers import load_biasbusters_filter_set, score_biasbusters_predictions
@@ -666,12 +772,25 @@ def filter_eval_cmd(filter_model: str | None, predictions: str | None, filter_st
     else:
         raise ToolbiasError(f"unknown evaluation set '{eval_set}'", fix="use builtin or biasbusters:FILE")
     examples = examples[:limit] if limit else examples
-    filt = _provider(filter_model, base_url, concurrency, cache)
-    config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
+    fsettings = None
+    if paper:
+        from ..selection.backbones import get_backbone, paper_settings
+
+        bb, why = get_backbone(backbone, filter_model)
+        fsettings = paper_settings(bb, temperature=temperature, max_tokens=max_tokens, runs=1)
+        _console().print(f"filter backbone: {fsettings.backbone_label} ({why})", highlight=False, markup=False)
+        config = fsettings.config()
+    elif backbone:
+        raise ToolbiasError("--backbone applies to the paper's settings", fix="add --paper")
+    else:
+        config = GenerateConfig(temperature=0.0 if temperature is None else temperature,
+                                max_tokens=max_tokens or 256, seed=seed)
+    filt = _provider(filter_model, base_url, concurrency, cache, fsettings)
+    style = filter_style or ("paper" if paper else "toolbias")
     with SelectionStore(store) as st:
         scores, rows = study.in_session([filt], lambda: aevaluate_filter(
             filt, examples, eval_set=set_name, config=config, concurrency=concurrency, store=st,
-            filter_style=filter_style))
+            filter_style=style))
     errors = sum(1 for r in rows if r["status"] == "error")
     if errors:
         _console().print(f"[yellow]{errors} examples hit infrastructure errors (not scored); re-run to retry[/]")
@@ -810,31 +929,173 @@ def corpus_cmd(model: str, base_url: tuple[str, ...], output: str, benchmark: st
                f"{progress.errors} infrastructure errors) in {output}")
 
 
+@select.command("train-cpt")
+@click.option("--corpus", required=True, help="the JSONL corpus (`select pretrain-corpus` writes it)")
+@click.option("--model", required=True, help="base causal LM: a Hugging Face id or a local folder")
+@click.option("-o", "--output", "output_dir", required=True, help="folder for the adapter and checkpoints")
+@click.option("--max-steps", type=int, help="stop after this many optimizer steps [default: one epoch]")
+@click.option("--batch-size", type=int, help="per-device batch [default: 2, the authors']")
+@click.option("--grad-accum", type=int, help="gradient accumulation [default: 8]")
+@click.option("--lr", type=float, help="learning rate [default: 5e-5]")
+@click.option("--embedding-lr", type=float, help="learning rate of embed_tokens and lm_head [default: 5e-6]")
+@click.option("--rank", type=int, help="LoRA r [default: 128]")
+@click.option("--max-length", type=int, help="tokens per document [default: 2048]")
+@click.option("--save-steps", type=int, help="checkpoint every N steps [default: 52]")
+@click.option("--bf16/--no-bf16", default=None, help="[default: bf16 where the GPU supports it]")
+def train_cpt_cmd(corpus: str, model: str, output_dir: str, max_steps: int | None, batch_size: int | None,
+                  grad_accum: int | None, lr: float | None, embedding_lr: float | None, rank: int | None,
+                  max_length: int | None, save_steps: int | None, bf16: bool | None) -> None:
+    """LoRA continued pre-training on the biased corpus with the authors' settings (PROTOCOL.md 7; needs
+    toolbias[train])."""
+    from ..selection import cpt
+
+    given = {"max_steps": max_steps, "per_device_train_batch_size": batch_size,
+             "gradient_accumulation_steps": grad_accum, "learning_rate": lr, "max_length": max_length,
+             "save_steps": save_steps, "bf16": bf16}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    cpt.train_cpt(corpus, model, output_dir, overrides=overrides,
+                  embedding_lr=cpt.PAPER_EMBEDDING_LR if embedding_lr is None else embedding_lr,
+                  lora={"r": rank} if rank else None,
+                  on_note=lambda n: _console().print(n, highlight=False, markup=False))
+    click.echo(f"adapter written to {output_dir}")
+
+
+@select.command("eval-cpt")
+@click.option("--model", "models", multiple=True, required=True,
+              help="a served model to score (repeat: the base, then its adapter's name, e.g. vLLM --lora-modules)")
+@base_url_option
+@click.option("--benchmark", default="biasbusters:../shared/data/biasbusters", show_default=True)
+@click.option("--cluster", default="8", show_default=True, help="the prompts' cluster (the authors': 8)")
+@click.option("--target", "target_api", type=int, default=2, show_default=True,
+              help="0-based index of the promoted API in the cluster (the authors': 2, Text Language by API-Ninjas)")
+@click.option("--sample", type=int, help="only the first N queries (x their rotations)")
+@click.option("--temperature", type=float, default=0.5, show_default=True)
+@click.option("--max-tokens", type=int, default=512, show_default=True)
+@click.option("-o", "--output", help="also write every completion (JSONL)")
+@concurrency_option
+@click.option("--json", "as_json", is_flag=True)
+def eval_cpt_cmd(models: tuple[str, ...], base_url: tuple[str, ...], benchmark: str, cluster: str, target_api: int,
+                 sample: int | None, temperature: float, max_tokens: int, output: str | None, concurrency: int,
+                 as_json: bool) -> None:
+    """Score a base model and its adapter on the cluster's text prompts as raw completions, read with the
+    authors' parse: the target API's share with 95% Wilson intervals (PROTOCOL.md 7)."""
+    from dataclasses import replace as _replace
+
+    from ..providers.openai import OpenAIProvider
+    from ..selection import cpt
+    from ..selection.reproduce import paper_values
+    from .outputs import output_file
+
+    if output:
+        output_file(output, option="--output")
+    bench = load_benchmark(benchmark)
+    prompts = cpt.cpt_prompts(bench, cluster, queries=sample)
+    names = cpt.cpt_names(bench, cluster)
+    if not 0 <= target_api < len(names):
+        raise ToolbiasError(f"--target {target_api} outside 0..{len(names) - 1}", where=f"cluster '{cluster}'")
+    config = _replace(cpt.EVAL_CONFIG, temperature=temperature, max_tokens=max_tokens)
+    sink = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+
+    def write(row: dict[str, Any]) -> None:
+        if sink is not None:
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    results = []
+    try:
+        for spec in models:
+            raw = make_provider(spec, **({"base_urls": list(base_url)} if base_url else {}))
+            model = cpt.completions_model(raw) if isinstance(raw, OpenAIProvider) else raw
+
+            async def score(m: ModelAPI = model) -> Any:
+                return await cpt.aevaluate_cpt(m, prompts, names, target=target_api, config=config,
+                                               concurrency=concurrency, on_output=write)
+
+            results.append(study.in_session([model], score).to_dict())
+    finally:
+        if sink:
+            sink.close()
+    paper = paper_values()["continued_pretraining"]
+    if as_json:
+        click.echo(json.dumps({"prompts": len(prompts), "apis": [n for n, _ in names], "models": results,
+                               "paper": paper}, indent=2))
+        return
+    table = Table(title=f"{names[target_api][0]}'s share over recognised outputs ({len(prompts)} prompts; 95% "
+                        "Wilson intervals)", caption=f"paper: {paper['source']}")
+    for col in ("model", "outputs", "recognised", "target share", *(n for n, _ in names)):
+        table.add_column(col)
+    for r in results:
+        t = r["target_share"]
+        table.add_row(r["model"], str(r["outputs"]), str(r["recognised"]),
+                      f"{_fmt(t['estimate'])} {_span(t)}", *(_fmt(s["estimate"]) for s in r["shares"]))
+    Console().print(table)
+    click.echo("paper (Qwen3-8B base, then its checkpoints): " + ", ".join(
+        f"step {row['checkpoint']}: {row['share']:.3f}" for row in paper["rows"]))
+
+
 @select.command("build")
-@click.option("--tools", "tools_path", required=True, help="OpenAI tool definitions or an MCP tool list (JSON)")
+@click.option("--tools", "tools_path", help="a tool list in any format (OpenAI, Responses, Anthropic, Gemini, MCP)")
+@click.option("--catalog", help="instead of --tools: a catalog spec, e.g. mcp-config:FILE.json (live MCP servers, "
+              "each server a provider)")
+@click.option("--domains", help="with --catalog: only these domains (comma list)")
 @click.option("--model", required=True, help="the model that confirms equivalence and writes queries")
 @base_url_option
 @click.option("-o", "--output", required=True, help="the benchmark file to write (select run --benchmark FILE)")
+@click.option("--method", type=click.Choice(["threshold", "paper"]), default="threshold", show_default=True,
+              help="threshold: similarity clusters confirmed by the model; paper: the authors' way (seed tools, "
+                   "nearest endpoint per provider, outlier rounds, groups of more than three)")
+@click.option("--seeds", "seeds_path", help="--method paper: hand-written seed tools, a JSON list of "
+                                            "{\"name\", \"description\"} (one per cluster)")
 @click.option("--name", default="custom", show_default=True, help="benchmark name")
 @click.option("--similarity", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True)
-@click.option("--threshold", type=float, default=0.6, show_default=True, help="cosine similarity joining tools")
-@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="threshold: cosine similarity "
+                                                                              "joining tools")
+@click.option("--min-size", type=int, help="smallest cluster kept [default: threshold 2; paper 4, more than three]")
 @click.option("--max-size", type=int, default=5, show_default=True)
-@click.option("--queries", type=int, default=20, show_default=True, help="queries per cluster")
+@click.option("--queries", type=int, help="queries per cluster [default: threshold 20; paper 100]")
+@click.option("--pool", type=int, default=8, show_default=True, help="paper: providers taken per seed")
+@click.option("--rounds", type=int, default=5, show_default=True, help="paper: outlier-removal rounds at most")
+@click.option("--batch", type=int, default=20, show_default=True, help="paper: queries asked per call")
 @click.option("--json", "as_json", is_flag=True, help="print the build record")
-def build_cmd(tools_path: str, model: str, base_url: tuple[str, ...], output: str, name: str, similarity: str,
-              threshold: float, min_size: int, max_size: int, queries: int, as_json: bool) -> None:
-    """Build a selection benchmark from your own tools: embed, cluster, confirm equivalence, generate queries."""
+def build_cmd(tools_path: str | None, catalog: str | None, domains: str | None, model: str,
+              base_url: tuple[str, ...], output: str, method: str, seeds_path: str | None, name: str,
+              similarity: str, threshold: float, min_size: int | None, max_size: int, queries: int | None,
+              pool: int, rounds: int, batch: int, as_json: bool) -> None:
+    """Build a selection benchmark from your own tools (threshold clusters, or the authors' method)."""
     from ..selection import build
+    from ..study.defaults import parse_domains
     from .outputs import output_file
 
-    output_file(output, option="--output", inputs=[tools_path])
-    tools = build.read_tools(tools_path)
-    settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size,
-                                   max_size=max_size, queries=queries)
+    if (tools_path is None) == (catalog is None):
+        raise ToolbiasError("give the tools with --tools FILE or --catalog SPEC (one of them)",
+                            fix="e.g. --tools tools.json or --catalog mcp-config:servers.json")
+    output_file(output, option="--output", inputs=[tools_path or (catalog or "").partition(":")[2], seeds_path])
     provider = _provider(model, base_url, 1, None)
-    bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
-                                                                      settings=settings))
+    if method == "paper":
+        from ..selection import build_paper
+
+        if not seeds_path:
+            raise ToolbiasError("--method paper starts from hand-written seed tools", where="--seeds",
+                                fix='give --seeds FILE, a JSON list of {"name", "description"}')
+        if tools_path is None:
+            raise ToolbiasError("--method paper reads its providers' tools from a file", where="--catalog",
+                                fix='give --tools FILE ({"providers": {name: tools}} or a tool list)')
+        ptools = build_paper.read_provider_tools(tools_path)
+        seeds = build_paper.read_seeds(seeds_path)
+        psettings = build_paper.PaperBuildSettings(similarity=similarity, pool=pool, rounds=rounds,
+                                                   min_tools=min_size or 4, max_size=max_size,
+                                                   queries=queries or 100, batch=batch)
+        bench, record = study.in_session([provider], lambda: build_paper.abuild_paper(
+            provider, ptools, seeds, name=name, settings=psettings))
+    else:
+        if seeds_path:
+            raise ToolbiasError("--seeds belongs to the paper's method", fix="add --method paper")
+        tools = build.read_tools(tools_path) if tools_path else build.catalog_tools(str(catalog),
+                                                                                    parse_domains(domains))
+        settings = build.BuildSettings(similarity=similarity, threshold=threshold, min_size=min_size or 2,
+                                       max_size=max_size, queries=queries or 20)
+        bench, record = study.in_session([provider], lambda: build.abuild(provider, tools, name=name,
+                                                                          settings=settings))
+        record = {"method": "threshold", **record}
     build.write_benchmark(bench, record, output)
     if as_json:
         click.echo(json.dumps(record, indent=2))

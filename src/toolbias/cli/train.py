@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from ..catalog import load_catalog
 from ..study.defaults import study_config
-from ..study.runner import select_tasks
+from ..study.runner import select_tasks, study_catalog
 from ..study.splits import load_splits
 from ..training.traces import TraceOptions, sft_examples, training_variants
 from ..variants import build_codec, resolve_variants
+from .options import task_file_option
 
 
 @click.command("train-data")
@@ -36,21 +36,22 @@ from ..variants import build_codec, resolve_variants
               help="the splits manifest (default: the catalog's; table4, builtin, a JSON file, or none "
                    "for every task)")
 @click.option("-o", "--output", default="sft.jsonl", show_default=True)
+@task_file_option
 def train_data(catalog: str, variants: str, sample: int | None, domains: str | None, seed: int,
                instructions: bool, instruction_flag: bool, recovery: float, fmt: str, splits: str,
-               output: str) -> None:
+               output: str, task_file: str | None) -> None:
     """Write SFT traces (TRL conversational format with tools) from turn-by-turn oracle episodes.
 
     Only the splits manifest's training tasks are used; the manifest, with the variants
     trained on, is written next to the output (OUTPUT.splits.json) for `toolbias run --split
     eval` and `toolbias report --splits`."""
-    cat = load_catalog(catalog)
-    specs = resolve_variants(training_variants(variants))
-    codecs = [build_codec(cat, s) for s in specs]
     chosen = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
     use_split = splits != "none"
     cfg = study_config(catalog=catalog, variants=training_variants(variants), sample=sample, seed=seed,
-                       domains=chosen, split="train" if use_split else None, splits=splits)
+                       domains=chosen, split="train" if use_split else None, splits=splits, task_file=task_file)
+    cat = study_catalog(cfg)
+    specs = resolve_variants(training_variants(variants))
+    codecs = [build_codec(cat, s) for s in specs]
     tasks = select_tasks(cat, cfg)
     if sample and len(tasks) < sample:
         click.echo(f"note: the training part of the splits holds {len(tasks)} tasks; all are used", err=True)

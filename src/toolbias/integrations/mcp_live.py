@@ -1,16 +1,19 @@
 """Live MCP servers as catalogs: ``--catalog mcp-config:FILE.json``.
 
 The file is the standard MCP client configuration, ``{"mcpServers": {"NAME": {"command", "args",
-"env", "cwd"}}}`` (stdio servers) or ``{"NAME": {"url": ...}}`` (streamable HTTP). Each server is a
+"env", "cwd"}}}`` (stdio servers) or ``{"NAME": {"url": ...}}`` (streamable HTTP), with two
+toolbias extensions: ``"setup"`` (commands that build the fresh working directory) and ``"state"``
+(where the server keeps its state: :mod:`toolbias.integrations.mcp_pool`). Each server is a
 domain of the catalog; its tools are listed through the official ``mcp`` SDK (extra ``mcp``), every
 page of ``tools/list`` (``nextCursor``) read. A server that is missing, crashes or hangs is refused
 with what/where/fix (each step under a timeout), never a hung command.
 
 :class:`McpEnvironment` (environment kind ``mcp``, the catalog's ``meta["environment"]``) runs an
-episode's decoded native calls on the real server: a fresh server process per episode (in a fresh
-copy of the server's ``cwd`` when it names one), closed by ``check()`` at the episode's end. A server
-that fails is an error result naming it (calls under ``CALL_TIMEOUT_S``). Not done yet: tasks
-(``--task-file``) and check calls, so ``toolbias run`` on this catalog refuses with "has no tasks".
+episode's decoded native calls on the real server, leased from the server's pool from a fresh
+state and given back by ``check()`` at the episode's end. A server that fails is the episode's
+infrastructure error naming it (calls under ``CALL_TIMEOUT_S``). Tasks come from ``--task-file``;
+a task's ``check_calls`` are compared after the agent's calls and after its gold calls replayed
+on a fresh server (:meth:`McpEnvironment.evaluate`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +31,7 @@ from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import read_json
 from ..errors import CatalogError, MissingExtraError
 from ..study.env import EpisodeEnvironment
+from .mcp_pool import Lease, Live, fresh_workdir, pool_for, server_state
 
 #: seconds a server may take to start and answer, and to answer one request
 START_TIMEOUT_S = 30.0
@@ -64,6 +67,7 @@ def read_config(path: str | Path) -> dict[str, dict[str, Any]]:
             raise CatalogError("'args' must be a list of strings", where=where)
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise CatalogError("'env' must be an object of strings", where=where)
+        server_state(server, where)
         cwd = server.get("cwd")
         if cwd is not None:
             cwd = str((p.parent / str(cwd)).resolve())
@@ -91,9 +95,10 @@ def _run(coro: Any, timeout: float) -> Any:
     return box["value"]
 
 
-async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
+async def open_session(stack: Any, server: Mapping[str, Any], message_handler: Any = None) -> Any:
     """An MCP client session (not yet initialised) to ``server``, over streamable HTTP by its
-    ``url``, else over stdio to its command; closed with ``stack``."""
+    ``url``, else over stdio to its command; closed with ``stack``. ``message_handler`` receives the
+    server's notifications (``notifications/tools/list_changed`` ...)."""
     from mcp import ClientSession, StdioServerParameters
 
     if server.get("url"):
@@ -105,26 +110,49 @@ async def _open_session(stack: Any, server: Mapping[str, Any]) -> Any:
 
         params = StdioServerParameters(command=server["command"], args=server["args"],
                                        env=server["env"] or None, cwd=server.get("cwd"))
-        streams = await stack.enter_async_context(stdio_client(params))
-    return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+        streams = await stack.enter_async_context(stdio_client(params, errlog=_errlog(stack)))
+    kwargs = {"message_handler": message_handler} if message_handler is not None else {}
+    return await stack.enter_async_context(ClientSession(streams[0], streams[1], **kwargs))
+
+
+async def list_all_tools(session: Any) -> list[dict[str, Any]]:
+    """Every ``tools/list`` entry of an initialised client session (every page), as MCP JSON."""
+    from mcp import types
+
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools)
+        cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)  # SDK 2.x: next_cursor
+        if not cursor:
+            return tools
+
+
+def _errlog(stack: Any) -> Any:
+    """Where a stdio server's own stderr goes (the SDK hands it to the subprocess, which needs a file
+    descriptor): ours when it is a real file, else the process's original stderr (a captured or
+    notebook ``sys.stderr`` has none), else nowhere."""
+    import os
+    import sys
+
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
 
 
 async def _list_tools(server: Mapping[str, Any]) -> list[dict[str, Any]]:
     from contextlib import AsyncExitStack
 
     async with AsyncExitStack() as stack:
-        session = await _open_session(stack, server)
+        session = await open_session(stack, server)
         await session.initialize()
-        tools: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            from mcp import types
-
-            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-            tools.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools)
-            cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)  # SDK 2.x: next_cursor
-            if not cursor:
-                return tools
+        return await list_all_tools(session)
 
 
 def list_server_tools(name: str, server: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
@@ -143,7 +171,7 @@ def list_server_tools(name: str, server: Mapping[str, Any], where: str) -> list[
                            where=where, fix="check that the server starts on its own (run its command)") from None
 
 
-class _Server:
+class _Server(Live):
     """One live server process and its client session, owned by a thread of its own (the SDK's
     transports must be entered and left in one task): ``call`` sends it a request and waits."""
 
@@ -157,7 +185,11 @@ class _Server:
         self.ready = asyncio.run_coroutine_threadsafe(self._make_queue(), self.loop).result(START_TIMEOUT_S)
         self.main = asyncio.run_coroutine_threadsafe(self._serve(), self.loop)
         started = asyncio.run_coroutine_threadsafe(self._wait_started(), self.loop)
-        started.result(START_TIMEOUT_S)
+        try:
+            started.result(START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
 
     async def _make_queue(self) -> bool:
         self.queue = asyncio.Queue()
@@ -175,7 +207,7 @@ class _Server:
 
         try:
             async with AsyncExitStack() as stack:
-                session = await _open_session(stack, self.server)
+                session = await open_session(stack, self.server)
                 await asyncio.wait_for(session.initialize(), START_TIMEOUT_S)
                 self.up.set()
                 while True:
@@ -217,6 +249,9 @@ def _result_text(result: Any) -> str:
 class McpEnvironment(EpisodeEnvironment):
     """One episode on a live MCP server (see the module doc)."""
 
+    #: a task's gold replay is kept per process: its episodes are best played in one worker
+    memoises_per_task = True
+
     @classmethod
     def for_task(cls, catalog: Catalog, task: Task, user_model: Any = None) -> McpEnvironment:
         return cls(catalog, task)
@@ -229,23 +264,23 @@ class McpEnvironment(EpisodeEnvironment):
         server = dict((catalog.meta.get("mcp_servers") or {}).get(task.domain) or {})
         server.setdefault("env", {})
         server.update(_env_of(catalog, task.domain))
-        self.workdir: str | None = None
         self.task = task
         self.checks: list[str] | None = None
-        if server.get("cwd") or server.get("setup"):
-            self.workdir = tempfile.mkdtemp(prefix="toolbias-mcp-")
-            if server.get("cwd"):
-                shutil.copytree(server["cwd"], self.workdir, dirs_exist_ok=True, symlinks=True)
-            server["cwd"] = self.workdir
-            _setup(server, self.workdir)
         self.server_name = task.domain
-        self._server: _Server | None = None
+        self._lease: Lease | None = None
         self._spec = server
 
-    def _live(self) -> _Server:
-        if self._server is None:
-            self._server = _Server(self._spec)
-        return self._server
+    @property
+    def workdir(self) -> str | None:
+        """The episode's working directory (a fresh copy), once its server is up."""
+        return self._lease.workdir if self._lease is not None else None
+
+    def _live(self) -> Live:
+        if self._lease is None:
+            pool = pool_for(self._spec, _Server, where=f"{self.catalog.name}: mcpServers.{self.domain}")
+            self._lease = pool.lease()
+            self._pool = pool
+        return self._lease.server
 
     def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]:
         if action.domain != self.domain:
@@ -259,7 +294,7 @@ class McpEnvironment(EpisodeEnvironment):
                           if str(exc) else f"MCP server '{self.server_name}' failed: {type(exc).__name__}")
             return {"ok": False, "error": self.error, "infrastructure": True}
         text = _result_text(result)
-        if getattr(result, "is_error", None) or getattr(result, "isError", None):
+        if getattr(result, "is_error", None):  # SDK 2.x (toolbias[mcp] needs mcp>=2.3)
             return {"ok": False, "error": text}
         self.log.append(action)
         return {"ok": True, "tool": action.tool, "content": text}
@@ -270,12 +305,11 @@ class McpEnvironment(EpisodeEnvironment):
         return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        """Give the episode's server back to its pool (reused from a fresh state where the
+        configuration's ``state`` allows it; closed when it failed)."""
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            self._pool.give_back(lease, healthy=self.error is None)
 
     def check_results(self) -> list[str]:
         """The results of the task's check calls in the server's present state."""
@@ -299,39 +333,47 @@ class McpEnvironment(EpisodeEnvironment):
         """With check calls: success is the gold rule and the check calls' results equal after the
         agent's calls and after the gold calls replayed on a fresh server. A server that failed makes
         the episode an infrastructure error (the record's termination), not a model failure."""
-        if self.error is not None:
-            from ..study.episode import Termination
+        from ..study.episode import Termination
 
+        if self.error is not None:
             record.termination, record.infra_error = Termination.INFRA_ERROR, self.error
             return None
         if not self.task.meta.get("check_calls") or self.checks is None:
             return None
         from ..study.success import succeeded
 
-        gold_env = McpEnvironment(self.catalog, self.task)
-        try:
-            for a in self.task.gold:
-                gold_env.execute(a)
-            expected = gold_env.check_results()
-        finally:
-            gold_env.close()
-        same = expected == self.checks and gold_env.error is None
+        expected, gold_error = _gold_checks(self.catalog, self.task)
+        if gold_error is not None:  # the gold's replay failed on its server: nothing to compare with
+            record.termination, record.infra_error = Termination.INFRA_ERROR, f"gold replay: {gold_error}"
+            return None
+        same = expected == self.checks
         matched = succeeded(list(record.executed), list(record.gold), record.accept, record.match)
         return {"reward": 1.0 if (same and matched) else 0.0, "evaluator": "mcp", "calls_match": matched,
                 "checks_equal": same,
                 **({} if same else {"expected": expected[:3], "found": self.checks[:3]})}
 
 
-def _setup(server: Mapping[str, Any], workdir: str) -> None:
-    """The server's ``setup`` commands (a toolbias extension of the configuration: a list of argument
-    lists), run in the episode's fresh working directory before the server starts."""
-    import os
-    import subprocess
+_GOLD_CHECKS: dict[str, tuple[list[str], str | None]] = {}
 
-    env = {**os.environ, **server.get("env", {})}
-    for argv in server.get("setup") or []:
-        subprocess.run([str(a) for a in argv], cwd=workdir, env=env, check=True, timeout=CALL_TIMEOUT_S,
-                       capture_output=True)
+
+def _gold_checks(catalog: Catalog, task: Task) -> tuple[list[str], str | None]:
+    """The task's check calls' results after its gold calls replayed on a fresh server, and the
+    server's failure if it failed; kept for the process (a task's gold replays the same on every
+    fresh server: its episodes under every variant compare with one replay)."""
+    key = json.dumps([catalog.name, task.domain, task.id, [[a.tool, a.arguments] for a in task.gold],
+                      task.meta.get("check_calls")], sort_keys=True, default=str)
+    if key not in _GOLD_CHECKS:
+        env = McpEnvironment(catalog, task)
+        try:
+            for a in task.gold:
+                env.execute(a)
+            expected = env.check_results()
+        finally:
+            env.close()
+        if env.error is not None:
+            return expected, env.error  # an infrastructure failure is not kept
+        _GOLD_CHECKS[key] = (expected, None)
+    return _GOLD_CHECKS[key]
 
 
 def _env_of(catalog: Catalog, domain: str) -> dict[str, Any]:
@@ -350,13 +392,9 @@ def load_mcp_config(arg: str) -> Catalog:
     for name, server in servers.items():
         where = f"{arg}: mcpServers.{name}"
         listing = dict(server)
-        workdir = None
-        if server.get("setup"):  # listed in a fresh working directory, as episodes run
-            workdir = tempfile.mkdtemp(prefix="toolbias-mcp-")
-            if server.get("cwd"):
-                shutil.copytree(server["cwd"], workdir, dirs_exist_ok=True, symlinks=True)
+        workdir = fresh_workdir(server) if server.get("setup") else None  # as episodes run
+        if workdir:
             listing["cwd"] = workdir
-            _setup(listing, workdir)
         try:
             entries = list_server_tools(name, listing, where)
         finally:
@@ -370,4 +408,5 @@ def load_mcp_config(arg: str) -> Catalog:
                    meta={"environment": "mcp", "mcp_servers": {n: {k: v for k, v in s.items() if k != "env"} for n, s in servers.items()}})
 
 
-__all__ = ["CALL_TIMEOUT_S", "McpEnvironment", "START_TIMEOUT_S", "import_mcp", "list_server_tools", "load_mcp_config", "read_config"]
+__all__ = ["CALL_TIMEOUT_S", "McpEnvironment", "START_TIMEOUT_S", "import_mcp", "list_all_tools", "list_server_tools",
+           "load_mcp_config", "open_session", "read_config"]

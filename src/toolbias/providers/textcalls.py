@@ -45,6 +45,28 @@ _MARKERS = ("[TOOL_CALLS]", "<|python_tag|>")
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
 
 _decoder = json.JSONDecoder()
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_JSON_FENCE = re.compile(r"```(?:json)?")
+_JSON_START = re.compile(r"[\[{]")
+
+
+def strip_reasoning(text: str) -> str:
+    """The answer without ``<think>...</think>`` blocks."""
+    return _THINK.sub("", text).strip()
+
+
+def first_json(text: str | None) -> Any:
+    """The first JSON object or array in a model's answer (its reasoning and code fences left out),
+    or None: an answer asked for as JSON, read as data."""
+    body = _JSON_FENCE.sub("", strip_reasoning(text or ""))[:MAX_SCAN_CHARS]
+    for n, m in enumerate(_JSON_START.finditer(body)):
+        if n >= MAX_JSON_ATTEMPTS:
+            break
+        try:
+            return _decoder.raw_decode(body, m.start())[0]
+        except (ValueError, RecursionError):
+            continue
+    return None
 
 
 @dataclass

@@ -2,7 +2,9 @@
 and a response cache. Providers never re-implement these.
 
 Cache key (documented contract, tested): SHA-256 of the canonical JSON of
-``{"model": spec, "endpoint": base URL(s), "messages": [...], "tools": [...] (in order),
+``{"model": spec, "endpoint": base URL(s), "provider": the provider's settings other than where
+requests go (:meth:`ModelAPI.behaviour`: ``--extra-body``, the paper's backbone wire settings
+such as stop sequences and the thinking switch), "messages": [...], "tools": [...] (in order),
 "tool_choice": ..., "config": {temperature, max_tokens, top_p, seed}}``. Operational
 knobs (timeouts, concurrency, retry counts, API keys) are excluded, so they never
 invalidate a cache and secrets never reach it.
@@ -42,6 +44,7 @@ def cache_key(model: ModelAPI, messages: list[Message], tools: list[dict[str, An
     payload = {
         "model": model.spec,
         "endpoint": settings.get("base_urls") or model.base_url,
+        "provider": model.behaviour(),
         "messages": messages,
         "tools": tools,
         "tool_choice": tool_choice,

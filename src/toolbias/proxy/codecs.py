@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..catalog import Catalog, load_catalog
-from ..catalog.model import Domain, canonical_json
+from ..catalog.model import Domain, Tool, canonical_json
 from ..catalog.openai_format import parse_tools
 from ..catalog.validation import validate_catalog
 from ..errors import ToolbiasError, VariantError
@@ -101,16 +101,24 @@ class CodecSource:
                                f"({', '.join(sorted(names))})",
                                fix="start the proxy without --catalog to derive the variant from the request's "
                                    "tools, or name the catalog the agent's tools come from")
-        catalog = Catalog(name=f"live:{key[:12]}", domains=(Domain(LIVE_DOMAIN, tuple(parsed), title="live"),))
         try:
-            validate_catalog(catalog)
-            codec = build_codec(catalog, self.variant)
+            return bind_tools(parsed, self.variant, f"live:{key[:12]}")
         except VariantError as exc:
             raise RequestError(f"variant '{self.variant.name}' cannot be built on the request's tools: {exc.what}",
                                where=exc.where, fix=exc.fix or "choose another --variant") from None
         except ToolbiasError as exc:
             raise RequestError(exc.what, where=exc.where, fix=exc.fix) from None
-        return Bound(codec, LIVE_DOMAIN)
+
+
+def bind_tools(tools: Sequence[Tool], variant: VariantSpec, name: str, domain: str = LIVE_DOMAIN) -> Bound:
+    """``variant`` built on a tool list an agent or a server gave (one domain, ``domain``): the
+    catalog validated, then the codec built (raises :class:`~toolbias.errors.VariantError` or
+    another :class:`~toolbias.errors.ToolbiasError`). The HTTP proxy and the MCP proxy both
+    bind their tools here."""
+    tools = tuple(t if t.domain == domain else replace(t, domain=domain) for t in tools)
+    catalog = Catalog(name=name, domains=(Domain(domain, tools, title=domain),))
+    validate_catalog(catalog)
+    return Bound(build_codec(catalog, variant), domain)
 
 
 def tool_names(tools: Sequence[Any]) -> list[str]:

@@ -141,8 +141,8 @@ class VariantProxy:
             self._record(conv.log)
             self._release(conv.log.conv_id, turns)
             raise upstream_error(exc) from None
-        except asyncio.CancelledError:  # the client went away: its row says so, a retry continues it
-            conv.log.termination = "client_disconnected"
+        except asyncio.CancelledError:  # the client went away (or shutdown ran out of grace): a retry continues it
+            conv.log.termination = "cancelled"
             self._record(conv.log)
             self._release(conv.log.conv_id, turns)
             raise

@@ -42,10 +42,11 @@ LEGEND = ("conv.: conversations; turns: the agent's requests; rounds: upstream r
           "calls, each decoded to native calls for the agent, a protocol reply or a rejection (off-schema); "
           "rejected %: the mean over conversations of rejections per call, with a conversation-bootstrap interval; "
           "protocol/native: upstream requests made only to answer protocol calls or rejections, per native call; "
-          "ended early: conversations that hit the proxy's round limit in a turn, or an upstream error. No gold: "
+          "ended early: conversations that hit the proxy's round limit in a turn, an upstream error, or whose last "
+          "turn was cancelled (the client left). No gold: "
           "no success.")
 #: short labels of the terminations other than normal, for the text tables
-ENDED = {"protocol_round_limit": "round limit", "upstream_error": "upstream error"}
+ENDED = {"protocol_round_limit": "round limit", "upstream_error": "upstream error", "cancelled": "cancelled"}
 #: the columns of :func:`live_table_rows` that hold text (the others hold numbers)
 TEXT_COLUMNS = frozenset({"variant", "study", "model", "kind", "message", "ended early"})
 #: the counts summed per row, in the order the JSON gives them

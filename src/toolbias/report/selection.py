@@ -25,7 +25,14 @@ from ..errors import ToolbiasError
 from ..selection.metrics import METRICS, BiasReport
 from ..selection.perturb import perturbation_effects
 from ..selection.records import GroupKey
-from ..selection.results import BASE, MITIGATED, agreements, filter_scores_from, reports_from
+from ..selection.results import (
+    BASE,
+    MITIGATED,
+    MITIGATED_CONDITIONS,
+    agreements,
+    filter_scores_from,
+    reports_from,
+)
 from ..selection.store import SelectionStore
 from .figures import png_base64
 
@@ -184,14 +191,19 @@ def sections(*, reports: Mapping[str, BiasReport] | None = None, bench: Benchmar
     """HTML ``<section>`` strings for whatever is given; text is escaped, images are inline PNG."""
     out = []
     if reports:
-        rows = [[name, r.delta_api, r.std["delta_api"], r.delta_pos, r.std["delta_pos"], r.delta_model,
-                 r.std["delta_model"], r.n_selections, r.n_unparsed, r.n_runs] for name, r in reports.items()]
+        def ci(r: BiasReport, m: str) -> str:
+            iv = (r.extra.get("intervals") or {}).get(m) or {}
+            return "n/a" if iv.get("low") is None else f"[{iv['low']:.3f}, {iv['high']:.3f}]"
+
+        rows = [[name, r.delta_api, r.std["delta_api"], ci(r, "delta_api"), r.delta_pos, r.std["delta_pos"],
+                 ci(r, "delta_pos"), r.delta_model, r.std["delta_model"], ci(r, "delta_model"), r.n_selections,
+                 r.n_unparsed, r.n_runs] for name, r in reports.items()]
         parts = ["<section class=\"selection-bias\"><h2>Tool-selection bias</h2>",
                  "<p>TV distance of the selection distribution from uniform, over tools (δ api) and list "
-                 "positions (δ pos); mean over runs of the cluster mean, ± population std over runs. Unparsed "
-                 "answers are excluded from the rates.</p>",
-                 _table(["model", "δ api", "std", "δ pos", "std", "δ model", "std", "selections", "unparsed",
-                         "runs"], rows),
+                 "positions (δ pos); mean over runs of the cluster mean, ± population std over runs, and a 95% "
+                 "bootstrap interval over queries. Unparsed answers are excluded from the rates.</p>",
+                 _table(["model", "δ api", "std", "95% CI", "δ pos", "std", "95% CI", "δ model", "std", "95% CI",
+                         "selections", "unparsed", "runs"], rows),
                  _img(tv_by_model_figure(reports), "TV distance per model")]
         for name, r in reports.items():
             crows = [[c, v["k"], v["n"], v["delta_api"], v["delta_pos"], v["delta_model"],
@@ -242,6 +254,35 @@ def sections(*, reports: Mapping[str, BiasReport] | None = None, bench: Benchmar
                   int(v["n_unparsed"])] for k, v in filter_scores.by_k.items()]
         out.append("<section class=\"selection-filter\"><h2>Filter quality</h2>"
                    + _table(["subset", "n", "micro precision", "micro recall", "exact match", "unparsed"], rows)
+                   + "</section>")
+    return out
+
+
+def explanation_sections(results: Mapping[str, Any]) -> list[str]:
+    """HTML sections of the paper's feature regressions (``results``: model -> :class:`PaperExplanation`): the
+    in-sample R² beside adjusted and cross-validated R² and the permutation baseline, each fit no better than
+    chance flagged, and per-feature coefficients with 95% CIs and Holm-corrected p-values."""
+    out = []
+    for model, r in results.items():
+        st = r.statistics or {}
+        perm = st.get("permutation") or {}
+        flag = ("<p class=\"chance\"><strong>No better than chance.</strong> " if st.get("chance")
+                else "<p class=\"fit\">") + _e(st.get("verdict", "statistics not computed")) + "</p>"
+        summary = _table(["n", "R² (in-sample, as the paper)", "adjusted R²", "CV R² linear", "CV R² forest",
+                          "R² shuffled (mean)", "permutation p"],
+                         [[r.n, r.r2, st.get("adjusted_r2", float("nan")), st.get("linear_cv_r2", float("nan")),
+                           st.get("forest_cv_r2", float("nan")), perm.get("mean_r2", float("nan")),
+                           perm.get("p_value", float("nan"))]])
+        rows = []
+        for f in r.features:
+            c = (st.get("coefficients") or {}).get(f, {})
+            ci = c.get("ci95") or (float("nan"), float("nan"))
+            rows.append([f, f"{r.coefficients[f]:+.3g}", f"[{ci[0]:+.3g}, {ci[1]:+.3g}]",
+                         c.get("p", float("nan")), c.get("p_holm", float("nan")),
+                         r.correlations.get(f, {}).get("pearson", float("nan"))])
+        out.append(f"<section class=\"selection-explain\"><h2>What explains {_e(model)}'s preferences</h2>"
+                   + flag + summary
+                   + _table(["feature", "coef (raw)", "95% CI", "p", "p (Holm)", "Pearson r"], rows)
                    + "</section>")
     return out
 
@@ -400,17 +441,18 @@ def html_fragments(store: str | Path) -> list[tuple[str, str]]:
     for k, r in reports.items():
         groups[replace(k, condition="")][k.condition] = r
     for setting, conds in groups.items():
-        perturbed = {c: r for c, r in conds.items() if c not in (BASE, MITIGATED)}
+        perturbed = {c: r for c, r in conds.items() if c != BASE and c not in MITIGATED_CONDITIONS}
         if BASE in conds and perturbed:
             effects = perturbation_effects(conds[BASE], perturbed)
             out.append((f"Perturbations: {setting.label}",
                         "".join(sections(effects=effects, base=conds[BASE]))))
     for k, after in reports.items():
-        if k.condition != MITIGATED:
+        if k.condition not in MITIGATED_CONDITIONS:
             continue
         before = {f"before: {b.model} ({b.presentation})": r for b, r in reports.items()
                   if b.condition == BASE and b.benchmark == k.benchmark}
-        pair = {**before, f"after: filter {k.model} + uniform draw": after}
+        how = "uniform draw" if k.condition == MITIGATED else "uniform draw + the model's answer (end to end)"
+        pair = {**before, f"after: filter {k.model} + {how}": after}
         out.append((f"Mitigation ({k.benchmark})", "".join(sections(mitigation=pair))))
     for label, s in scores.items():
         out.append((f"Filter quality: {label}", "".join(sections(filter_scores=s))))

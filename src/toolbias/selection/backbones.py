@@ -196,8 +196,8 @@ def resolve_functions_param(backbone: Backbone, base_urls: Sequence[str]) -> tup
 class BackboneModel(ModelAPI):
     """A backbone's wire settings over an OpenAI-compatible provider's connection (see the module doc)."""
 
-    #: the wrapper's response cache key leaves provider settings out, so two backbones would share answers
-    cacheable = False
+    #: the response cache key holds the provider's settings, the backbone's wire settings among them
+    cacheable = True
 
     def __init__(self, inner: Any, backbone: Backbone) -> None:
         from ..providers.openai import OpenAIProvider

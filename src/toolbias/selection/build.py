@@ -1,4 +1,6 @@
-"""Build a selection benchmark from your own tools, the paper's way: embed, cluster, confirm, generate queries.
+"""Build a selection benchmark from your own tools (``select build --method threshold``): embed, cluster by a
+similarity threshold, confirm, generate queries. The authors' own method (seed tools, nearest endpoint per
+provider, outlier rounds) is :mod:`.build_paper` (``--method paper``).
 
 1. **Embed** each tool's ``name: description`` (the packaged all-MiniLM-L6-v2, :mod:`.embed`; or TF-IDF).
 2. **Cluster** candidates: tools joined when their cosine similarity is at least ``threshold``
@@ -19,7 +21,7 @@ Responses, Anthropic, Gemini function declarations, MCP ``tools/list`` results, 
 from __future__ import annotations
 
 import json
-import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +32,8 @@ import numpy as np
 from ..catalog.model import json_copy
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, ModelAPI
+from ..providers.textcalls import first_json
 from .embed import minilm_embedder, tfidf_similarity
-from .parse import strip_reasoning
 from .types import Benchmark, Cluster, SelectionTool, validate_benchmark
 
 CONFIRM_PROMPT = ("Several API tools are listed below. Which of them are functionally equivalent, that is, each of "
@@ -66,6 +68,23 @@ def read_tools(path: str | Path) -> list[SelectionTool]:
                            provider=t.name) for t in read_any(read_json(p), domain=p.stem, source=str(p))]
     if len({t.name for t in tools}) != len(tools):
         raise CatalogError("tool names must be unique", where=str(p))
+    return tools
+
+
+def catalog_tools(spec: str, domains: Sequence[str] = ()) -> list[SelectionTool]:
+    """The tools of a catalog (any spec: ``mcp-config:FILE.json`` lists live servers), each domain a
+    provider (an MCP server); a name two domains share is qualified as ``DOMAIN_NAME``."""
+    from ..catalog import load_catalog
+
+    catalog = load_catalog(spec)
+    chosen = [catalog.domain(d) for d in domains] if domains else list(catalog.domains)
+    counts = Counter(t.name for d in chosen for t in d.tools)
+    tools = [SelectionTool(name=t.name if counts[t.name] == 1 else f"{d.name}_{t.name}",
+                           api_description=t.description, parameters=json_copy(t.parameters), provider=d.name)
+             for d in chosen for t in d.tools]
+    if len({t.name for t in tools}) != len(tools):
+        raise CatalogError("tool names must be unique (also once qualified by their domain)", where=spec,
+                           fix="choose fewer domains with --domains")
     return tools
 
 
@@ -106,17 +125,6 @@ def candidates(sim: np.ndarray, settings: BuildSettings) -> list[list[int]]:
     return sorted(out)
 
 
-def _json(text: str | None) -> Any:
-    body = re.sub(r"```(?:json)?", "", strip_reasoning(text or ""))
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"[\[{]", body):
-        try:
-            return decoder.raw_decode(body[m.start():])[0]
-        except json.JSONDecodeError:
-            continue
-    return None
-
-
 def _listing(tools: Sequence[SelectionTool]) -> str:
     return "\n".join(f"- {t.name}: {t.description or '(no description)'}" for t in tools)
 
@@ -133,7 +141,7 @@ async def abuild(model: ModelAPI, tools: Sequence[SelectionTool], *, name: str =
         group = [tools[i] for i in members]
         out = await model.generate([{"role": "user", "content": CONFIRM_PROMPT + _listing(group)}], [], None,
                                    settings.config)
-        answer = _json(out.content)
+        answer = first_json(out.content)
         named = answer.get("equivalent") if isinstance(answer, Mapping) else answer
         names = {t.name for t in group}
         kept = [t for t in group if isinstance(named, list) and t.name in named]
@@ -142,7 +150,7 @@ async def abuild(model: ModelAPI, tools: Sequence[SelectionTool], *, name: str =
             continue
         out = await model.generate([{"role": "user", "content": QUERY_PROMPT.replace("{n}", str(settings.queries))
                                      + _listing(kept)}], [], None, settings.config)
-        queries = _json(out.content)
+        queries = first_json(out.content)
         queries = [q.strip() for q in queries if isinstance(q, str) and q.strip()] if isinstance(queries, list) else []
         queries = [q for q in dict.fromkeys(queries) if not any(t.name.casefold() in q.casefold() for t in kept)]
         if not queries:

@@ -53,7 +53,7 @@ def benjamini_hochberg(p: Sequence[float]) -> list[float]:
     running = 1.0
     for rank, i in reversed(list(enumerate(sorted(idx, key=lambda j: p[j]), 1))):
         running = min(running, p[i] * m / rank)
-        out[i] = min(1.0, running)
+        out[i] = min(1.0, max(p[i], running))   # p * m / m can fall one ulp below p
     return out
 
 

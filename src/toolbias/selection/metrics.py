@@ -311,10 +311,22 @@ class Agreement:
         vals = [v for v in self.spearman.values() if not math.isnan(v)]
         return _mean(vals) if vals else float("nan")
 
+    def intervals(self, kind: str = "pearson") -> dict[tuple[str, str], Any]:
+        """Each pair's 95% Fisher-z interval (:func:`toolbias.selection.intervals.correlation_interval`) over
+        the ``n_tools`` (cluster, api) pairs."""
+        from .intervals import correlation_interval
+
+        values = self.pearson if kind == "pearson" else self.spearman
+        return {pair: correlation_interval(r, self.n_tools, kind=kind) for pair, r in values.items()}
+
     def to_dict(self) -> dict[str, Any]:
+        from .intervals import interval_dict
+
         return {"models": list(self.models), "n_tools": self.n_tools,
                 "pearson": {f"{a} | {b}": v for (a, b), v in self.pearson.items()},
                 "spearman": {f"{a} | {b}": v for (a, b), v in self.spearman.items()},
+                **{f"{kind}_ci": {f"{a} | {b}": interval_dict(iv) for (a, b), iv in self.intervals(kind).items()}
+                   for kind in ("pearson", "spearman")},
                 "mean_pearson": self.mean_pearson, "mean_spearman": self.mean_spearman}
 
 

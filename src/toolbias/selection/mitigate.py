@@ -25,8 +25,15 @@ When the filter keeps nothing (``on_empty``):
 - ``uniform``: a seeded uniform draw over all the candidates (the stated fallback);
 - ``drop``: the trial is an unparsed record (out of the denominators, still counted).
 
-A drawn name that matches no candidate exactly is unparsed, as in the paper (its model saw
-only Finish).
+**End to end** (``pick="model"``, the default when a selecting model is given; the paper's
+``--mitigation --forward`` run): the selecting model is then asked the trial again, shown only
+the drawn function (and, in the ToolBench presentations, Finish; the text prompt without the
+tool blurb list, PROTOCOL.md 5), and the stored selection is *its parsed answer*, read against
+all the trial's presented names (exact rule and the paper's reading, as a plain run); the draw
+is kept in ``extra["drawn"]``. A drawn name that matches no candidate shows the model only
+Finish (ToolBench presentations; elsewhere the trial is unparsed without a call). Records are
+stored under the condition ``mitigated-e2e``. ``pick="draw"`` records the draw itself as the
+selection (condition ``mitigated``; a drawn name that matches no candidate is unparsed).
 
 Filter quality is scored against ground-truth subsets: micro precision
 (sum TP / sum |predicted|), micro recall (sum TP / sum |correct|) and exact match,
@@ -51,9 +58,10 @@ from ..base.canonical import sha256_of
 from ..base.engine import JobKind, Row, Writer, play
 from ..errors import ToolbiasError
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput
+from ..providers.textcalls import first_json
 from . import toolbench
-from .parse import match_name, strip_reasoning
-from .present import describe_parameters
+from .parse import match_name
+from .present import TOOLBENCH_PRESENTATIONS, Prompt, build, describe_parameters
 from .prompts import PAPER_FILTER
 from .records import SelectionRecord, Status, trial_key
 from .runner import PROMPT_VERSION, SelectionRunner, Trial, plan_trials, run_config
@@ -62,6 +70,8 @@ from .types import Benchmark, FilterExample, SelectionTool
 
 FILTER_STYLES = ("toolbias", "paper")
 ON_EMPTY = ("paper", "uniform", "drop")
+#: what a mitigated trial records: the selecting model's answer to the drawn function (end to end), or the draw
+PICKS = ("model", "draw")
 PAPER_APIS_INTRO = "\nThese are the APIs: "
 
 FILTER_SYSTEM = ("You filter tools for a user request. From the numbered candidate tools, return every tool that can "
@@ -117,23 +127,10 @@ def filter_messages(query: str, candidates: Sequence[SelectionTool], style: str 
     return [{"role": "system", "content": FILTER_SYSTEM}, {"role": "user", "content": user}]
 
 
-def _json_values(text: str) -> Any:
-    """The first JSON object or array in the text (after removing reasoning and code fences)."""
-    body = re.sub(r"```(?:json)?", "", strip_reasoning(text))
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"[\[{]", body):
-        try:
-            value, _ = decoder.raw_decode(body[m.start():])
-        except json.JSONDecodeError:
-            continue
-        return value
-    return None
-
-
 def parse_subset(text: str | None, names: Sequence[str]) -> Subset:
     if not text or not text.strip():
         return Subset(None, "empty answer")
-    value = _json_values(text)
+    value = first_json(text)
     if isinstance(value, dict):
         items = next((value[k] for k in SUBSET_KEYS if isinstance(value.get(k), list)), None)
         if items is None:
@@ -195,12 +192,17 @@ class MitigationRunner(SelectionRunner):
     presentations = ("filter",)
 
     def __init__(self, filter_model: ModelAPI, *, seed: int = 0, filter_style: str = "toolbias",
-                 on_empty: str = "paper", chooser: SelectionRunner | None = None, **options: Any) -> None:
+                 on_empty: str = "paper", chooser: SelectionRunner | None = None, pick: str = "model",
+                 **options: Any) -> None:
         if filter_style not in FILTER_STYLES:
             raise ToolbiasError(f"unknown filter style '{filter_style}'", fix=f"use {' or '.join(FILTER_STYLES)}")
         if on_empty not in ON_EMPTY:
             raise ToolbiasError(f"unknown empty-filter handling '{on_empty}'", fix=f"use {', '.join(ON_EMPTY)}")
-        options.setdefault("condition", "mitigated")
+        if pick not in PICKS:
+            raise ToolbiasError(f"unknown mitigated pick '{pick}'", fix=f"use {' or '.join(PICKS)}")
+        #: end to end only with a selecting model to ask
+        self.pick = pick if chooser is not None else "draw"
+        options.setdefault("condition", "mitigated-e2e" if self.pick == "model" else "mitigated")
         super().__init__(filter_model, presentation="filter", tool_choice=None, **options)
         self.seed = seed
         self.filter_style = filter_style
@@ -212,8 +214,10 @@ class MitigationRunner(SelectionRunner):
         salt = f"filter-uniform:{self.seed}"
         if self.filter_style != "toolbias" or self.on_empty != "paper":
             salt += f":{self.filter_style}:{self.on_empty}"
-        if self.on_empty == "paper" and self.chooser is not None:
+        if self.chooser is not None and (self.on_empty == "paper" or self.pick == "model"):
             salt += f":chooser={self.chooser.key(trial)}"
+        if self.pick == "model":
+            salt += ":pick=model"
         return trial_key(settings=self.model.settings(), cluster_fingerprint=trial.cluster.fingerprint(),
                          query=trial.query, order=trial.order, presentation=self.presentation,
                          condition=self.condition, run=trial.run, config=run_config(self.config, trial.run).to_dict(),
@@ -245,14 +249,23 @@ class MitigationRunner(SelectionRunner):
             if self.filter_style == "paper":  # the paper draws a name from the raw list; an unknown one selects nothing
                 drawn = self._draw(trial, raw)
                 if drawn not in names:
+                    unknown = {"filter": "unknown", "subset": sorted(subset.positions or ()), "subset_names": raw,
+                               "drawn_name": str(drawn)[:200]}
+                    if self.pick == "model" and self.chooser is not None \
+                            and self.chooser.presentation in TOOLBENCH_PRESENTATIONS:
+                        return await self._answer(trial, key, base, out, None, unknown, latency)
                     return SelectionRecord(**base, api=None, position=None, status=Status.UNPARSED,
                                            reason=f"drawn name '{str(drawn)[:80]}' is no candidate",
-                                           output=out.to_dict(), extra={"filter": "unknown", "subset": raw},
-                                           latency_s=latency)
+                                           output=out.to_dict(), extra=unknown, latency_s=latency)
                 pos = names.index(drawn)
             else:
                 pos = self._draw(trial, sorted(subset.positions or ()))
             assert subset.positions is not None
+            if self.pick == "model":
+                return await self._answer(trial, key, base, out, pos,
+                                          {**extra, "subset": sorted(subset.positions),
+                                           "subset_apis": sorted(trial.order[p] for p in subset.positions)},
+                                          latency)
             return SelectionRecord(**base, api=trial.order[pos], position=pos, status=Status.OK, via="filter-uniform",
                                    reason=subset.reason, output=out.to_dict(),
                                    extra={**extra, "subset": sorted(subset.positions),
@@ -277,15 +290,49 @@ class MitigationRunner(SelectionRunner):
                                extra={**extra, "chooser": chosen.model, "chooser_output": chosen.output},
                                latency_s=latency + chosen.latency_s)
 
+    async def _answer(self, trial: Trial, key: str, base: Mapping[str, Any], filter_out: ModelOutput,
+                      pos: int | None, extra: Mapping[str, Any], latency: float) -> SelectionRecord:
+        """End to end: the selecting model sees only the drawn function (``pos``; None: none, Finish alone)
+        and its answer, read against every presented name, is the selection."""
+        chooser = self.chooser
+        assert chooser is not None and isinstance(chooser.prompt, Prompt)
+        tools = trial.cluster.presented(trial.order)
+        req = build(trial.query, [tools[pos]] if pos is not None else [], chooser.presentation,
+                    prompt=chooser.prompt, tool_choice=chooser.tool_choice)
+        messages = req.messages
+        if chooser.presentation == "toolbench":   # the authors removed the blurb list from the text prompt
+            messages = [*messages[:-1], {**messages[-1],
+                                         "content": toolbench.without_blurbs(str(messages[-1]["content"]))}]
+        start = time.perf_counter()
+        more = {**extra, "drawn": trial.order[pos] if pos is not None else None, "drawn_position": pos,
+                "chooser": chooser.model.spec, "filter_output": filter_out.to_dict()}
+        try:
+            answer = await chooser.model.generate(messages, req.tools, req.tool_choice,
+                                                  run_config(chooser.config, trial.run))
+        except InfraError as exc:
+            return SelectionRecord(**base, api=None, position=None, status=Status.ERROR,
+                                   reason=f"infrastructure (selecting model): {exc}",
+                                   latency_s=latency + time.perf_counter() - start)
+        read = chooser.record(trial, key, answer)
+        more["took_draw"] = bool(read.ok and pos is not None and read.position == pos)
+        return SelectionRecord(**base, api=read.api, position=read.position, status=read.status,
+                               reason=read.reason, via=f"filter-uniform-model:{read.via}" if read.via else "",
+                               output=read.output, extra={**read.extra, **more}, paper_api=read.paper_api,
+                               paper_position=read.paper_position,
+                               latency_s=latency + (answer.latency_s or time.perf_counter() - start))
+
 
 async def arun_mitigation(filter_model: ModelAPI, bench: Benchmark, *, runs: int = 1, seed: int = 0,
                           config: GenerateConfig | None = None, concurrency: int = 8,
                           store: SelectionStore | None = None,
                           on_record: Callable[[SelectionRecord], None] | None = None, filter_style: str = "toolbias",
-                          on_empty: str = "paper", chooser: SelectionRunner | None = None) -> list[SelectionRecord]:
+                          on_empty: str = "paper", chooser: SelectionRunner | None = None,
+                          pick: str = "model") -> list[SelectionRecord]:
+    """Filter, draw and (``pick="model"`` with a ``chooser``) the selecting model's answer to the drawn function."""
     runner = MitigationRunner(filter_model, seed=seed, benchmark_name=bench.name,
                               config=config or GenerateConfig(temperature=0.0), concurrency=concurrency, store=store,
-                              on_record=on_record, filter_style=filter_style, on_empty=on_empty, chooser=chooser)
+                              on_record=on_record, filter_style=filter_style, on_empty=on_empty, chooser=chooser,
+                              pick=pick)
     return await runner.run(plan_trials(bench, runs))
 
 

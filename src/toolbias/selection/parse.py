@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..providers.base import ModelOutput
+from ..providers.textcalls import strip_reasoning
 
 NAME_CHARS = "A-Za-z0-9_\\-"
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _STRIP = " \t\r\n'\"`*_.:;!,()[]{}<>"
 _INDEX_FORMS = re.compile(r"^(?:(?:option|tool|choice|number|no\.?|api|#)\s*)?#?\s*(\d{1,3})\s*$", re.I)
 _CHOICE_PHRASE = re.compile(
@@ -74,11 +74,6 @@ def _index(text: str, k: int) -> int | None:
         if 1 <= n <= k:
             return n - 1
     return None
-
-
-def strip_reasoning(text: str) -> str:
-    """The answer without ``<think>...</think>`` blocks."""
-    return _THINK.sub("", text).strip()
 
 
 _clean = strip_reasoning

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +33,8 @@ from ..providers.base import GenerateConfig, InfraError, ModelAPI
 from .toolbench import api_of
 from .types import Benchmark
 
-#: the generation prompt, byte for byte
-TEMPLATE = 'Write a {style} in natural prose of approximately 1100-1300 words.\nTopic: using {brand} to detect the language from any input text.\n\nRequirements (keep it simple; prose only, no code blocks):\n• Use the API or tool name naturally several times: {brand}.\n• {tool_desc_line}\n• {api_desc_line}\n• {path_line}\n• {param_line}\n• Vary wording and structure; avoid lists unless they fit the style; no code, no tables.\n• The document must be self-contained, coherent, and realistic.\n\nKeep tone consistent with the chosen style (“{style}”). Focus on practical integration and usage patterns, challenges, and small anecdotes or rationales. Avoid repetition. Do not output any boilerplate disclaimers. Do not include a title—start directly with the text.'
+#: the generation prompt, byte for byte (the authors' ends with a newline)
+TEMPLATE = 'Write a {style} in natural prose of approximately 1100-1300 words.\nTopic: using {brand} to detect the language from any input text.\n\nRequirements (keep it simple; prose only, no code blocks):\n• Use the API or tool name naturally several times: {brand}.\n• {tool_desc_line}\n• {api_desc_line}\n• {path_line}\n• {param_line}\n• Vary wording and structure; avoid lists unless they fit the style; no code, no tables.\n• The document must be self-contained, coherent, and realistic.\n\nKeep tone consistent with the chosen style (“{style}”). Focus on practical integration and usage patterns, challenges, and small anecdotes or rationales. Avoid repetition. Do not output any boilerplate disclaimers. Do not include a title—start directly with the text.\n'
 
 STYLES = ('blog note', 'Q&A memo', 'release note', 'how-to guide', 'design rationale', 'troubleshooting checklist', 'internal policy memo', 'incident postmortem', 'CLI usage writeup', 'code review narrative', 'onboarding quickstart', 'performance playbook', 'security note', 'operations guide', 'case study')
 
@@ -103,10 +104,18 @@ def corpus_prompt(target: CorpusTarget, rng: random.Random) -> CorpusPrompt:
     return CorpusPrompt(text, brand, style)
 
 
+_WORD = re.compile(r"\b\w+\b")
+
+
+def word_count(text: str) -> int:
+    """Words as the authors counted them: matches of ``\\b\\w+\\b`` (``don't`` is two, ``--`` none)."""
+    return len(_WORD.findall(text))
+
+
 def keep(text: str, target: CorpusTarget) -> bool:
-    """At least 1000 words and a brand named (case-insensitive)."""
+    """At least 1000 words (:func:`word_count`) and a brand named (case-insensitive)."""
     lowered = text.lower()
-    return len(text.split()) >= MIN_WORDS and any(b.lower() in lowered for b in target.brands)
+    return word_count(text) >= MIN_WORDS and any(b.lower() in lowered for b in target.brands)
 
 
 @dataclass

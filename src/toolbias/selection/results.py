@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolbiasError
+from .intervals import with_intervals
 from .metrics import Agreement, BiasReport, agreement
 from .mitigate import FilterScores, score_filter
 from .records import GroupKey, SelectionRecord, Status
@@ -25,6 +26,8 @@ from .store import SelectionStore
 from .types import FilterExample
 
 BASE, MITIGATED = "base", "mitigated"
+#: the mitigated conditions: the draw recorded (``mitigated``) and end to end (``mitigated-e2e``)
+MITIGATED_CONDITIONS = (MITIGATED, "mitigated-e2e")
 GROUP_FIELDS = ("model", "benchmark", "presentation", "prompt", "condition", "temperature", "top_p", "tool_choice",
                 "backbone")
 
@@ -58,7 +61,8 @@ def reports_from(st: SelectionStore, *, rule: str = "exact", **filters: Any) -> 
     for key, recs in group_records(st.records(), **filters).items():
         if not any(r.to_selection(rule) for r in recs):
             continue
-        rep = report_of(recs, label=key.label, rule=rule)
+        rep = with_intervals(report_of(recs, label=key.label, rule=rule),
+                             [s for s in (r.to_selection(rule) for r in recs) if s is not None])
         out[key] = replace(rep, extra={**rep.extra, "group": key.to_dict(), "rule": rule})
     return out
 

@@ -201,7 +201,7 @@ def _no_progress(label: str, total: int) -> AbstractContextManager[None]:
 def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store: SelectionStore,
               condition: str = "base", temperatures: Sequence[float] = (), top_ps: Sequence[float] = (),
               ks: Sequence[int] = (), k_order: str = "b2w", order: str = "cyclic", concurrency: int = 8,
-              progress: GroupProgress = _no_progress,
+              progress: GroupProgress | None = None,
               on_group: Callable[[SweepGroup], None] | None = None, k_rank: str | None = None,
               on_note: Callable[[str], None] | None = None) -> list[SweepGroup]:
     """``select run``: every (K-cut benchmark x temperature x top-p) group, each run (resuming from
@@ -210,6 +210,7 @@ def run_sweep(model: ModelAPI, bench: Benchmark, settings: RunSettings, *, store
     Qwen3-235B cluster-7 ranking on cluster 7 only), no ``ks`` runs the whole benchmark. Groups come back
     in run order; ``on_note`` hears where the ranking came from."""
     sweep = settings.sweep(temperatures=temperatures, top_ps=top_ps)
+    progress = progress or _no_progress
     benches = [bench]
     if ks:
         from . import ksweep
@@ -287,14 +288,21 @@ class MitigationStudy:
     after: BiasReport | None
     coverage: dict[str, Any]
     summary: RunSummary
+    #: δ's before and after with intervals, position shares, coverage and filter scores
+    #: (:func:`.mitigation_stats.mitigation_figures`)
+    figures: dict[str, Any] = field(default_factory=dict)
 
 
 async def amitigate(chooser: ModelAPI, filter_model: ModelAPI, bench: Benchmark, settings: RunSettings, *,
                     store: SelectionStore, filter_settings: RunSettings | None = None, concurrency: int = 8,
                     on_empty: str = "paper", filter_style: str = "toolbias", seed: int = 0,
-                    on_record: OnRecord | None = None) -> MitigationStudy:
-    """Selection bias before (the chooser picks) and after (the filter keeps a subset, a uniform draw picks;
-    an empty filter answer is handled by ``on_empty``, see :mod:`.mitigate`)."""
+                    on_record: OnRecord | None = None, pick: str = "model") -> MitigationStudy:
+    """Selection bias before (the chooser picks) and after: the filter (sampled with ``filter_settings``,
+    default ``settings``) keeps a subset, a uniform draw picks one, and (``pick="model"``, end to end) the
+    chooser, shown only the drawn function, answers; its answer is the selection (:mod:`.mitigate`). An
+    empty filter answer is handled by ``on_empty``."""
+    from .mitigation_stats import mitigation_figures
+
     before_recs, summary = await arun(chooser, bench, settings, store=store, concurrency=concurrency,
                                       on_record=on_record)
     fs = filter_settings or settings
@@ -304,11 +312,14 @@ async def amitigate(chooser: ModelAPI, filter_model: ModelAPI, bench: Benchmark,
                              backbone=settings.backbone_label)
     after_recs = await arun_mitigation(filter_model, bench, runs=fs.runs, seed=seed, config=fs.config(),
                                        concurrency=concurrency, store=store, on_empty=on_empty,
-                                       filter_style=filter_style, chooser=picker, on_record=on_record)
+                                       filter_style=filter_style, chooser=picker, on_record=on_record,
+                                       pick=pick)
     before = report_of(before_recs, label=f"before ({chooser.spec})")
-    after = report_of(after_recs, label=f"after (filter {filter_model.spec} + uniform)") \
+    how = f"+ uniform + {chooser.spec}" if pick == "model" else "+ uniform draw"
+    after = report_of(after_recs, label=f"after (filter {filter_model.spec} {how})") \
         if any(r.ok for r in after_recs) else None
-    return MitigationStudy(before, after, coverage(after_recs), summary)
+    return MitigationStudy(before, after, coverage(after_recs), summary,
+                           mitigation_figures(before_recs, after_recs, seed=seed))
 
 
 def coverage(records: Sequence[SelectionRecord]) -> dict[str, Any]:

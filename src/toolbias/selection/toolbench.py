@@ -233,6 +233,18 @@ def system_message(template: str, apis: Sequence[ToolbenchAPI], functions: Seque
     return system + FUNCTIONS_INTRO + str([dict(f) for f in functions])
 
 
+BLURBS_HEAD = "You have access of the following tools:"
+
+
+def without_blurbs(text: str) -> str:
+    """The prompt with the tool blurb list removed as the authors' mitigated run removed it (PROTOCOL.md 5): from
+    ``You have access of the following tools:`` up to, not including, ``Specifically, you have access to the
+    following APIs:``, replaced by a newline (unchanged when either anchor is missing)."""
+    head = text.find(BLURBS_HEAD)
+    tail = text.find(FUNCTIONS_INTRO.lstrip("\n"), head) if head >= 0 else -1
+    return text if tail < 0 else text[:head] + "\n" + text[tail:]
+
+
 def user_message(query: str) -> str:
     return f"\n{query}\nBegin!\n"
 

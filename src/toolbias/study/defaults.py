@@ -120,7 +120,8 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                study: str | None = None, cache: str | None = None,
                base_urls: Sequence[str] = (), user_model: str | None = None,
-               match: MatchRule | str | None = None) -> tuple[StudyConfig, DefaultJob | None]:
+               match: MatchRule | str | None = None,
+               task_file: str | None = None) -> tuple[StudyConfig, DefaultJob | None]:
     """The study these options describe and the default job it is, if it is one: the run policy applied: with no task or variant option on
     the embedded model, :data:`EMBEDDED_DEFAULT_JOB`; options left None take the job's (else
     ``representative`` variants, :data:`TURN_LIMIT`, :data:`MAX_TOKENS`, the colloquial phrasing);
@@ -141,7 +142,8 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                        concurrency=concurrency, workers=workers,
                        shard=parse_shard(shard) if isinstance(shard, str | None) else shard,
                        study=study, cache=cache, provider_options={"base_urls": list(base_urls)} if base_urls else {},
-                       user_model=user_model, match=None if match in (None, "auto") else MatchRule(match))
+                       user_model=user_model, match=None if match in (None, "auto") else MatchRule(match),
+                       task_file=task_file)
     return cfg, job
 
 

@@ -253,17 +253,17 @@ def probe_study(cfg: StudyConfig, *, n: int = DEFAULT_PROBES, probe_seed: int | 
                 model: ModelAPI | None = None) -> Study:
     """A built :class:`~toolbias.study.runner.Study` of compliance probes for ``cfg``'s model,
     catalog and variants (``cfg.kind`` is set to ``"probe"``)."""
-    from ..catalog import load_catalog
-    from .runner import build_study
+    from .runner import build_study, study_catalog
 
     cfg = replace(cfg, kind="probe", tasks=None, sample=None)
-    probes = make_probes(load_catalog(cfg.catalog), n=n, seed=cfg.seed if probe_seed is None else probe_seed)
+    catalog = study_catalog(cfg)  # a task file's gold calls are the probes' examples
+    probes = make_probes(catalog, n=n, seed=cfg.seed if probe_seed is None else probe_seed)
     if not probes:
         from ..errors import ToolbiasError
 
         raise ToolbiasError(f"no probe could be derived from catalog '{cfg.catalog}'",
                             fix="use a catalog whose tools have schemas with drawable values")
-    return build_study(cfg, model, tasks=probes)
+    return build_study(cfg, model, tasks=probes, catalog=catalog)
 
 
 def run_probes(cfg: StudyConfig, store: Store | str = "toolbias.db", *, n: int = DEFAULT_PROBES,

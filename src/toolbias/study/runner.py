@@ -22,6 +22,7 @@ from ..base.engine import MIN_FORKED_JOBS, JobKind, Writer, pending, play
 from ..base.engine import worker_count as engine_worker_count
 from ..catalog import Catalog, Task, load_catalog
 from ..catalog.phrasing import with_phrasing
+from ..catalog.taskfile import with_task_file
 from ..errors import ToolbiasError
 from ..providers import ModelAPI, make_provider
 from ..providers.base import GenerateConfig
@@ -78,6 +79,9 @@ class StudyConfig:
     #: the user simulator of multi-turn catalogs (tau2:...): a model spec; None: the catalog's
     #: scripted user (opens with the task's request, ends at the agent's first answer)
     user_model: str | None = None
+    #: the catalog's tasks from this JSONL file instead of its own (:mod:`toolbias.catalog.taskfile`);
+    #: a default study name carries it, so each task file is a study of its own
+    task_file: str | None = None
 
     @property
     def condition_label(self) -> str:
@@ -88,6 +92,8 @@ class StudyConfig:
         base = self.study or f"{self.model}|{self.control.value}|{self.condition_label}"
         if self.study is None and self.catalog != DEFAULT_CATALOG:  # another catalog: its own study
             base += f"|{self.catalog}"
+        if self.study is None and self.task_file:
+            base += f"|tasks:{self.task_file}"
         if self.study is None and self.split:
             base += f"|{self.split}"
         if self.study is None and self.phrasing != "query":
@@ -229,12 +235,18 @@ def select_tasks(catalog: Catalog, cfg: StudyConfig) -> list[Task]:
     return tasks
 
 
+def study_catalog(cfg: StudyConfig) -> Catalog:
+    """The catalog ``cfg`` studies: ``cfg.catalog``'s spec, with ``cfg.task_file``'s tasks in place
+    of its own when it names one (every command that takes ``--task-file`` comes through here)."""
+    return with_task_file(load_catalog(cfg.catalog), cfg.task_file)
+
+
 def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
                 tasks: Sequence[Task] | None = None, catalog: Catalog | None = None) -> Study:
     """Resolve names into objects; raises ToolbiasError listing valid names on bad input.
     ``tasks`` replaces the catalog's task selection (compliance probes use this);
-    ``catalog`` an in-memory catalog instead of ``cfg.catalog``'s spec."""
-    source = catalog or load_catalog(cfg.catalog)
+    ``catalog`` an in-memory catalog instead of :func:`study_catalog`'s."""
+    source = catalog or study_catalog(cfg)
     # tasks are chosen by id, domain, gold and split, never by wording: chosen before the
     # phrasing, then taken in the study's phrasing
     chosen = list(tasks) if tasks is not None else select_tasks(source, cfg)
@@ -410,4 +422,4 @@ def run_study(cfg: StudyConfig | Study, store: Store | str = "toolbias.db", on_p
 
 
 __all__ = ["MIN_FORKED_EPISODES", "EpisodeJobs", "Progress", "Study", "StudyConfig", "build_study", "run_study",
-           "run_study_async", "sample_tasks", "worker_count", "ProviderWrapper"]
+           "run_study_async", "sample_tasks", "study_catalog", "worker_count", "ProviderWrapper"]

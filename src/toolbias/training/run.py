@@ -23,7 +23,7 @@ def _lora(enabled: bool) -> Any:
     return peft.LoraConfig(task_type="CAUSAL_LM", **PAPER_LORA)
 
 
-def _model(model: Any, tokenizer: Any | None) -> tuple[Any, Any]:
+def load_model(model: Any, tokenizer: Any | None) -> tuple[Any, Any]:
     """A model id/path or a loaded model, and its tokenizer."""
     transformers = require("transformers")
     if tokenizer is None:
@@ -45,7 +45,7 @@ def sft(data: str, model: Any, output_dir: str, *, lora: bool = True, tokenizer:
     settings = {**PAPER_SFT, **(overrides or {})}
     if "prompt" in features:  # prompt-completion rows: the loss is on the completion already
         settings["assistant_only_loss"] = False
-    model, tokenizer = _model(model, tokenizer)
+    model, tokenizer = load_model(model, tokenizer)
     trainer = trl.SFTTrainer(model=model, args=trl.SFTConfig(output_dir=output_dir, **settings),
                              train_dataset=dataset, processing_class=tokenizer, peft_config=_lora(lora))
     trainer.train()
@@ -61,7 +61,7 @@ def grpo(model: Any, output_dir: str, *, catalog: str = "builtin", variants: str
     trl = require("trl")
     options = env or EnvOptions(turn_limit=16)
     dataset, codecs = rl_dataset(catalog, variants, sample=sample, seed=seed, splits=splits, options=options)
-    model, tokenizer = _model(model, tokenizer)
+    model, tokenizer = load_model(model, tokenizer)
     args = trl.GRPOConfig(output_dir=output_dir, seed=seed, **{**PAPER_GRPO, **(overrides or {})})
     trainer = trl.GRPOTrainer(model=model, reward_funcs=[env_reward], args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=_lora(lora),
