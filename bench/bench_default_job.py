@@ -1,12 +1,16 @@
-"""The default job (`toolbias run` with no options) timed as a user runs it: wall time, CPU time
-(user + system of the command and its children), peak memory, the machine's load, and the finding.
+"""The default job (`toolbias run` with no options) timed as a user runs it, on the embedded model's
+batched path against its one-sequence path in the same run: wall time, CPU time (user + system
+of the command and its children), CPU-seconds per episode, tokens per second, peak memory, the
+machine's load, and the finding each path printed.
 
-    python -m bench.bench_default_job [--dir DIR] [-- extra toolbias run options]
+    python -m bench.bench_default_job [--dir DIR] [--paths batched,one] [-- extra toolbias run options]
 
-Goal (issue 12): at most 10 minutes wall on an idle 2-core machine. On a shared machine the wall
-time grows with the load; the CPU time does not much, and CPU / cores is the wall time to
-expect on the same cores when idle (llama.cpp keeps every core busy). A fresh store every run
-(the job resumes otherwise); the weights are assembled before the clock starts.
+Goal (issue 23): at most 3 min 30 s wall on an idle 2-core machine, with a finding as clear as the
+one-sequence path's. The paths differ only in ``TOOLBIAS_LOCAL_BATCH`` (unset: the provider's
+default batch; ``1``: one request at a time through ``create_completion``). On a shared machine
+the wall time grows with the load; CPU time much less, and CPU / cores is the wall time to expect
+on the same cores when idle (llama.cpp keeps every core busy). A fresh store per path (the job
+resumes otherwise); the weights are assembled before the clock starts.
 """
 
 from __future__ import annotations
@@ -14,42 +18,103 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+#: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default)
+PATHS: dict[str, str | None] = {"batched": None, "one": "1"}
+
+
+@dataclass
+class Timing:
+    path: str
+    rc: int
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+    load_before: float
+    load_after: float
+    episodes: int
+    prompt_tokens: int
+    completion_tokens: int
+    lines: list[str]
+
+
+def _store_totals(db: Path) -> tuple[int, int, int]:
+    """(episodes, prompt tokens, completion tokens) stored by the run."""
+    if not db.is_file():
+        return 0, 0, 0
+    with sqlite3.connect(db) as con:
+        row = con.execute("SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) "
+                          "FROM episodes").fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "toolbias.db").unlink(missing_ok=True)
+    env = {**os.environ, "COLUMNS": "160"}
+    env.pop("TOOLBIAS_LOCAL_BATCH", None)
+    if PATHS[path] is not None:
+        env["TOOLBIAS_LOCAL_BATCH"] = str(PATHS[path])
+    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    err = [line for line in proc.stderr.splitlines() if not line.startswith("llama_context")]
+    if proc.returncode:
+        print("\n".join(err)[-3000:], file=sys.stderr)
+    n, prompt, completion = _store_totals(workdir / "toolbias.db")
+    lines = [line for line in proc.stdout.splitlines() if line.strip()][-6:]
+    return Timing(path, proc.returncode, wall, cpu, after.ru_maxrss / 1024, load_before, os.getloadavg()[0], n,
+                  prompt, completion, lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", help="where the store and the report go (default: a temporary directory)")
+    ap.add_argument("--dir", help="where the stores and reports go, one folder per path (default: a temporary one)")
+    ap.add_argument("--paths", default="batched,one", help="which paths, in order (batched, one)")
     ap.add_argument("extra", nargs="*", help="more toolbias run options (after --)")
     args = ap.parse_args()
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        ap.error(f"unknown path(s) {', '.join(unknown)}: use {', '.join(PATHS)}")
     from toolbias.providers.weights import default_model_path
 
     default_model_path()  # assemble + verify outside the timing (a one-off on a fresh install)
-    workdir = Path(args.dir or tempfile.mkdtemp(prefix="toolbias-job-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "toolbias.db").unlink(missing_ok=True)
-    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", *args.extra]
-    load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
-    wall = time.perf_counter() - t0
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load_after = os.getloadavg()
-    print(proc.stdout)
-    print("\n".join(line for line in proc.stderr.splitlines() if not line.startswith("llama_context"))[-3000:],
-          file=sys.stderr)
-    cpu = usage.ru_utime + usage.ru_stime
+    root = Path(args.dir or tempfile.mkdtemp(prefix="toolbias-job-"))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    print(f"exit {proc.returncode}  wall {wall:.0f} s ({wall / 60:.1f} min)  CPU {cpu:.0f} s "
-          f"(user {usage.ru_utime:.0f} + system {usage.ru_stime:.0f})  CPU/{cores} cores {cpu / cores:.0f} s  "
-          f"peak RSS {usage.ru_maxrss / 1024:.0f} MB")
-    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1 min; {cores} cores)")
-    print(f"store and report in {workdir}")
-    sys.exit(proc.returncode)
+    timings = []
+    for path in paths:
+        t = time_path(path, root / path, args.extra)
+        timings.append(t)
+        print(f"--- {path} (TOOLBIAS_LOCAL_BATCH={PATHS[path] or 'unset'}): exit {t.rc}")
+        print("\n".join(t.lines), flush=True)
+    print(f"\n{'path':<8} {'wall':>8} {'CPU s':>7} {'CPU/ep':>7} {'CPU/cores':>9} {'episodes':>8} {'gen tok':>8} "
+          f"{'gen tok/s':>9} {'gen tok/CPU-s':>13} {'RSS MB':>7} {'load 1m before/after':>21}")
+    for t in timings:
+        per_ep = t.cpu_s / t.episodes if t.episodes else float("nan")
+        print(f"{t.path:<8} {t.wall_s / 60:>5.1f}min {t.cpu_s:>7.0f} {per_ep:>7.2f} {t.cpu_s / cores:>8.0f}s "
+              f"{t.episodes:>8} {t.completion_tokens:>8} {t.completion_tokens / t.wall_s:>9.1f} "
+              f"{t.completion_tokens / t.cpu_s if t.cpu_s else 0:>13.2f} {t.rss_mb:>7.0f} "
+              f"{t.load_before:>10.1f}/{t.load_after:<10.1f}")
+    by = {t.path: t for t in timings}
+    if "batched" in by and "one" in by:
+        b, o = by["batched"], by["one"]
+        print(f"\none-sequence / batched: wall {o.wall_s / b.wall_s:.2f}x, CPU {o.cpu_s / b.cpu_s:.2f}x "
+              f"({cores} cores; wall times are only comparable at equal load)")
+    print(f"stores and reports in {root}")
+    sys.exit(max(t.rc for t in timings))
 
 
 if __name__ == "__main__":

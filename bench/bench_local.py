@@ -1,4 +1,4 @@
-"""Embedded model: prompt-prefix (KV cache) reuse vs none.
+"""Embedded model, one-sequence path (batch=1): prompt-prefix (KV cache) reuse vs none.
 
 Ten prompts share one system message and one tool catalog (a home domain of ten
 tools), as the episodes of one variant and domain do. Each prompt is answered
@@ -149,7 +149,7 @@ def main() -> None:
     queries = (QUERIES * 3)[: args.prompts]
     cfg = GenerateConfig(max_tokens=args.max_tokens)
 
-    p = LocalProvider(args.model, n_ctx=4096, n_threads=args.threads, prefix_states=0)
+    p = LocalProvider(args.model, n_ctx=4096, n_threads=args.threads, prefix_states=0, batch=1)  # one sequence
     t0 = time.perf_counter()
     asyncio.run(p.check())
     setup = time.perf_counter() - t0

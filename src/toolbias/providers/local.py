@@ -26,8 +26,14 @@ How a turn is produced:
   ``Usage.cached_prompt_tokens``. On top, a small LRU of saved KV states keyed by
   the system+tools prefix (``prefix_states`` option, default 4) restores a prefix
   when requests from different domains interleave.
-- One model instance is not thread-safe: requests run one at a time in a worker
-  thread (``asyncio.to_thread``) behind a lock, so the event loop stays free.
+- Batching (the default, ``batch`` option 8): requests from concurrent episodes decode
+  together in one llama.cpp context, one decoding thread, the sequences sharing their
+  prompt prefix in the KV cache (:mod:`.llama_batch`); ``max_concurrency`` is ``batch``, so a
+  study plays that many episodes at once. ``batch=1`` (or ``TOOLBIAS_LOCAL_BATCH=1``) is the
+  one-sequence path: one request at a time through ``create_completion`` in a worker thread
+  behind a lock, with the saved prefix states above. Both give the same answers up to
+  floating-point differences of batched matrix products; ``batch`` is not part of the
+  settings (an operational knob, like a server's concurrency).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any
 
 from ..errors import MissingExtraError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
+from .llama_batch import BatchDecoder, BatchResult, DecoderStats, Sampling
 from .textcalls import find_tool_calls
 from .weights import (
     DEFAULT_GGUF_ENV,
@@ -102,6 +109,10 @@ XML tags:
 {% endif %}"""
 
 _STOP = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"]
+#: requests decoded at once unless the ``batch`` option says otherwise (1: the one-sequence path)
+DEFAULT_BATCH = 8
+#: the environment variable that sets ``batch`` when the option is not given
+BATCH_ENV = "TOOLBIAS_LOCAL_BATCH"
 
 
 def _usable_cores() -> int:
@@ -113,7 +124,31 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _batch_size(value: int | str | None) -> int:
+    """The ``batch`` option, else :data:`BATCH_ENV`, else :data:`DEFAULT_BATCH`."""
+    source = "the batch option"
+    if value is None or value == "":
+        value, source = os.environ.get(BATCH_ENV, "").strip() or DEFAULT_BATCH, BATCH_ENV
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ProviderError(f"{source} must be a whole number >= 1, got {value!r}",
+                            fix="e.g. batch=8 (requests decoded at once) or 1 for the one-sequence path")
+    return n
+
+
+#: llama.cpp's CPU threads meet at a barrier after every operation of a decode (OpenMP builds, the
+#: default wheel); spinning there while another process holds the core the other thread needs cost
+#: 344 CPU-ms per token against 45 when sleeping (2 threads, load average 6 on 2 cores). Set before
+#: llama.cpp loads, unless the user set it.
+OMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def _import_llama() -> Any:
+    for name, value in OMP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         import llama_cpp
     except ImportError:
@@ -236,6 +271,7 @@ def required_call_grammar(tools: list[dict[str, Any]]) -> str:
     arguments that match that tool's JSON schema, strictly (no argument the schema does not
     define), as ``tool_choice="required"`` does on vLLM. Rules come from llama-cpp-python's
     JSON-schema converter; a schema it cannot express is a ProviderError naming the tool."""
+    _import_llama()
     from llama_cpp.llama_grammar import SchemaConverter
 
     converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
@@ -280,21 +316,26 @@ class LocalProvider(ModelAPI):
     this process may use), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
     (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
     ``flash_attn`` (default on: about 20% faster prompt processing on CPU, measured 62 -> 76
-    tokens/s on 2 cores), ``verbose`` (llama.cpp logs).
+    tokens/s on 2 cores), ``batch`` (requests decoded at once, default 8 or ``TOOLBIAS_LOCAL_BATCH``;
+    1: the one-sequence path), ``verbose`` (llama.cpp logs). With ``batch`` > 1 the KV cache
+    holds ``2 * n_ctx`` tokens shared by ``batch + prefix_states`` sequences.
     """
 
     cacheable = True
-    #: one in-process model answers one request at a time; episodes run one after another in plan
-    #: order (variant by variant, domain by domain) so the prompt prefix stays in the KV cache
-    max_concurrency = 1
 
     def __init__(self, arg: str = "", *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512,
                  chat_template: str | None = None, sha256: str | None = None, prefix_states: int = 4,
-                 flash_attn: bool = True, verbose: bool = False, **options: Any) -> None:
+                 flash_attn: bool = True, batch: int | str | None = None, verbose: bool = False,
+                 **options: Any) -> None:
         if options:
             raise ProviderError(f"unknown option(s) for the local model: {', '.join(sorted(options))}",
                                 fix="use n_ctx, n_threads, n_batch, chat_template, sha256, prefix_states, "
-                                    "flash_attn, verbose")
+                                    "flash_attn, batch, verbose")
+        self.batch = _batch_size(batch)
+        #: episodes worth running at once: the batch (1: one after another in plan order, variant by
+        #: variant, domain by domain, so the prompt prefix stays in the KV cache)
+        self.max_concurrency = self.batch
+        self._decoder: BatchDecoder | None = None
         #: ``local`` with TOOLBIAS_LOCAL_GGUF set runs that file, exactly as ``local:PATH`` would
         self.path_arg = arg.strip() or os.environ.get(DEFAULT_GGUF_ENV, "").strip() or None
         self.spec = f"local:{self.path_arg}" if self.path_arg else "local"
@@ -358,10 +399,17 @@ class LocalProvider(ModelAPI):
         if self.expected_sha256:  # re-verify right before loading (memoised per file stat)
             verify_file(path, self.expected_sha256)
         t0 = time.perf_counter()
-        try:
-            llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.n_ctx, n_batch=self.n_batch,
-                                  n_threads=self.n_threads or _usable_cores(), flash_attn=self.flash_attn,
+        threads = self.n_threads or _usable_cores()
+        batched = self.batch > 1
+        try:  # batched: the Llama object's own context is unused (the decoder has its own), so it is small
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=256 if batched else self.n_ctx,
+                                  n_batch=min(self.n_batch, 256) if batched else self.n_batch,
+                                  n_threads=threads, n_threads_batch=threads, flash_attn=self.flash_attn,
                                   verbose=self.verbose)
+            if batched:
+                self._decoder = BatchDecoder(llm, batch=self.batch, slots=self.batch + self.max_prefix_states,
+                                             kv_cells=2 * self.n_ctx, n_batch=self.n_batch, n_threads=threads,
+                                             flash_attn=self.flash_attn, stop=_STOP)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ProviderError(f"llama.cpp could not load {path}: {exc}",
                                 fix="check that the file is a complete GGUF model llama.cpp supports") from None
@@ -389,6 +437,9 @@ class LocalProvider(ModelAPI):
     def close(self) -> None:
         """Free the model's memory (a later request loads it again)."""
         with self._lock:
+            if self._decoder is not None:
+                self._decoder.close()
+                self._decoder = None
             if self._llm is not None:
                 close = getattr(self._llm, "close", None)
                 if close:
@@ -401,6 +452,13 @@ class LocalProvider(ModelAPI):
 
     async def generate(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                        config: GenerateConfig) -> ModelOutput:
+        if self.batch > 1:  # the decoding thread batches; rendering and tokenising run beside it
+            t0 = time.perf_counter()
+            tokens, max_tokens, sampling = await asyncio.to_thread(self._prepare, messages, tools, tool_choice,
+                                                                   config)
+            assert self._decoder is not None
+            result = await asyncio.wrap_future(self._decoder.submit(tokens, max_tokens, sampling))
+            return self._batched_output(result, tokens, tools, tool_choice, t0)
         loop = asyncio.get_running_loop()
         alock = self._alocks.get(loop)
         if alock is None:
@@ -417,7 +475,14 @@ class LocalProvider(ModelAPI):
 
     def generate_sync(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
                       config: GenerateConfig, *, reuse_prefix: bool = True) -> ModelOutput:
-        """One completion, blocking. ``reuse_prefix=False`` drops the KV cache first (benchmarks)."""
+        """One completion, blocking. ``reuse_prefix=False`` drops the KV cache first (benchmarks of
+        the one-sequence path; the batched path ignores it)."""
+        if self.batch > 1:
+            t0 = time.perf_counter()
+            tokens, max_tokens, sampling = self._prepare(messages, tools, tool_choice, config)
+            assert self._decoder is not None
+            result = self._decoder.submit(tokens, max_tokens, sampling).result()
+            return self._batched_output(result, tokens, tools, tool_choice, t0)
         with self._lock:
             llm = self._load()
             assert self._template is not None
@@ -466,6 +531,40 @@ class LocalProvider(ModelAPI):
         self.stats.harness_s += (t1 - t0 - restore_s) + (t4 - t3)
         self.stats.state_s += restore_s + (t3 - t2)
         return replace(out, latency_s=t4 - t0)
+
+    def _prepare(self, messages: list[Message], tools: list[dict[str, Any]], tool_choice: str | None,
+                 config: GenerateConfig) -> tuple[list[int], int, Sampling]:
+        """The batched path's request: prompt tokens, the most tokens to generate, how to sample."""
+        t0 = time.perf_counter()
+        with self._lock:
+            llm = self._load()
+            grammar = self._grammar(tools) if tool_choice == "required" and tools else None
+        assert self._template is not None
+        prompt = self._template.render(messages, tools or None)
+        tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= self.n_ctx:
+            raise InfraError(f"the prompt has {len(tokens)} tokens, more than the local model's context "
+                             f"window n_ctx={self.n_ctx}; pass a larger n_ctx", retryable=False)
+        sampling = Sampling(temperature=config.temperature, top_p=1.0 if config.top_p is None else config.top_p,
+                            seed=0 if config.seed is None else config.seed,
+                            grammar=(grammar._grammar, grammar._root) if grammar is not None else None)
+        self.stats.harness_s += time.perf_counter() - t0
+        return tokens, max(1, min(config.max_tokens, self.n_ctx - len(tokens))), sampling
+
+    def _batched_output(self, result: BatchResult, tokens: list[int], tools: list[dict[str, Any]],
+                        tool_choice: str | None, t0: float) -> ModelOutput:
+        t1 = time.perf_counter()
+        usage = Usage(prompt_tokens=len(tokens), completion_tokens=result.completion_tokens,
+                      cached_prompt_tokens=result.cached_prompt_tokens)
+        out = self._to_output(result.text, tools, tool_choice, usage, 0.0)
+        t2 = time.perf_counter()
+        self.stats.requests += 1
+        self.stats.harness_s += t2 - t1
+        return replace(out, latency_s=t2 - t0)
+
+    def decoder_stats(self) -> DecoderStats | None:
+        """The batched path's counters (None on the one-sequence path or before loading)."""
+        return self._decoder.stats if self._decoder is not None else None
 
     @staticmethod
     def _to_output(text: str, tools: list[dict[str, Any]], tool_choice: str | None, usage: Usage,
