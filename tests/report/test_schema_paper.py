@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.paths import SHARED, needs_shared
 from toolbias.report.grid import ReportData, ReportSettings
 from toolbias.report.schema_paper import paper_variants, place_model, published, render_html, variant_of_label
 from toolbias.study.stats import CellStats, Difference
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 GENERATOR = Path(__file__).resolve().parents[2] / "tools" / "gen_schema_paper_values.py"
 
 
@@ -114,3 +114,22 @@ def test_reproduce_schema_tables_sets_your_rows_beside_tables_6_to_10(tmp_path, 
     assert set(yours["table10"]) == {"transaction", "schema discovery", "opaque names", "fully merged"}
     assert all(c["compliance"] == 1.0 and c["exact"] == 1.0 for c in yours["table10"].values())
     assert len(data["tables"]["table10"]["rows"]) == 6  # the paper's six models beside yours
+
+
+@needs_shared("toolschemaspace", "specs")
+def test_reproduce_schema_under_the_papers_protocol_plays_the_artifacts_renderings(tmp_path, capsys):
+    catalog = f"toolschemaspace:{SHARED / 'data' / 'toolschemaspace'}"
+    code, out, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--catalog", catalog,
+                             "--sample", "12", "--store", str(tmp_path / "p.db"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["condition"].endswith("@paper") and not data["notes"]
+    assert [r["variant"] for r in data["rows"]] == [f"paper.{v}" for v in paper_variants()]
+    for r in data["rows"][1:]:  # each rendering paired with the rendering of native
+        assert r["success"] == 1.0 and r["delta"] == 0.0 and r["rank"] == 1
+
+
+def test_reproduce_schema_under_the_papers_protocol_needs_the_artifacts_catalog(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--sample", "6",
+                           "--store", str(tmp_path / "p.db"))
+    assert code == 2 and "specs/" in err and "toolschemaspace:" in err and "Traceback" not in err

@@ -36,8 +36,9 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.command("schema")
 @model_option(default="local")
 @base_url_option
-@click.option("--catalog", default="builtin", show_default=True, help="the paper's twelve domains (builtin), or "
-              "toolschemaspace:DIR")
+@click.option("--catalog", default="builtin", show_default=True, help="the paper's twelve domains: under "
+              "--protocol paper the artifact's catalog, toolschemaspace:DIR (its spec-file variants are built "
+              "from DIR/specs/); builtin serves --protocol toolbias")
 @click.option("--sample", type=int, default=24, show_default=True,
               help="a stratified sample of N tasks, the same for every variant (the paper: all 2,748)")
 @click.option("--appendix", is_flag=True, help="also Figure 4's variants (the remaining methods of each operator)")
@@ -63,12 +64,11 @@ def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str, sample: int,
     lasting_store(store, command="reproduce schema")
     if html:
         output_file(html, option="--html", inputs=[store, catalog.partition(":")[2]])
-    comparable = check_protocol(protocol) is Protocol.PAPER
-    match = "paper" if comparable else "auto"
+    comparable = check_protocol(protocol, "reproduce schema") is Protocol.PAPER
     variants = paper_variants(appendix=appendix) + (table_arms() + list(TABLE10_VARIANTS.values()) if tables else [])
     cfg = study_config(model=model, catalog=catalog, variants=",".join(dict.fromkeys(variants)),
                        sample=sample, seed=seed, control="strict", concurrency=concurrency, base_urls=base_url,
-                       match=match, study=f"reproduce-schema|{model}|{protocol}|{catalog}|{sample}|{seed}")
+                       protocol=protocol, study=f"reproduce-schema|{model}|{protocol}|{catalog}|{sample}|{seed}")
     cfg = apply_extra_body(cfg, extra_body)
     study = build_study(cfg)
     err = Console(stderr=True)
@@ -81,7 +81,7 @@ def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str, sample: int,
             run_study(probe_study(probe_cfg), st, check=False)
         data = build_report(st, settings=ReportSettings(seed=seed), study=cfg.study_name)
     placement = place_model(data, model, control=cfg.control.value, condition=study.config.condition_label,
-                            appendix=appendix)
+                            appendix=appendix, paper=comparable)
     if not comparable:
         placement.notes.insert(0, "run under toolbias's own protocol: its numbers are not comparable with the "
                                   "paper's (use --protocol paper)")

@@ -149,9 +149,24 @@ def _rank(success: float, paper: Sequence[PaperValue]) -> int:
     return 1 + sum(v.success > success for v in paper)
 
 
+def stored_name(variant: str, *, paper: bool) -> str:
+    """The name a study stores ``variant`` under: under the paper's protocol its artifact rendering's
+    (``paper.<name>``) where it has one."""
+    if not paper:
+        return variant
+    from ..errors import VariantError
+    from ..variants.paper import paper_rendering
+
+    try:
+        return paper_rendering(variant).name
+    except VariantError:
+        return variant
+
+
 def place_model(report: ReportData, model: str, *, control: str = "strict", condition: str = "base",
-                appendix: bool = False) -> Placement:
-    """``model``'s cells of ``report`` (under ``control`` / ``condition``) beside the paper's rows."""
+                appendix: bool = False, paper: bool = False) -> Placement:
+    """``model``'s cells of ``report`` (under ``control`` / ``condition``) beside the paper's rows;
+    ``paper``: the study ran under the paper's protocol (its variants stored as ``paper.<name>``)."""
     if model not in report.models:
         raise ToolbiasError(f"no episodes of model '{model}' in the store", where=report.store,
                             fix=f"models in the store: {', '.join(report.models) or 'none'}")
@@ -164,7 +179,8 @@ def place_model(report: ReportData, model: str, *, control: str = "strict", cond
         for label, values in _paper_rows(pub[figure]).items():
             if figure != "figure2" and _label_key(label) == "native":
                 continue  # Figure 4 repeats Figure 2's native row
-            row = PlacedRow(figure, label, variant_of_label(label), values)
+            own = variant_of_label(label)
+            row = PlacedRow(figure, label, stored_name(own, paper=paper) if own else None, values)
             cell: CellStats | None = report.cell(model, row.variant, control, condition) if row.variant else None
             if cell is not None and cell.n:
                 row.success, row.ci_low, row.ci_high, row.n = cell.success, cell.ci_low, cell.ci_high, cell.n
@@ -197,7 +213,7 @@ def _your_tables(report: ReportData, model: str, control: str, condition: str) -
                 if (r["model"], r["control"], r["condition"]) == (model, control, condition)]
         if rows:
             out[key] = rows
-    probes = {p.variant: p for p in report.probes if p.model == model and p.control == control
+    probes = {p.variant.removeprefix("paper."): p for p in report.probes if p.model == model and p.control == control
               and p.condition == condition}
     table10 = {col: {"compliance": probes[v].compliance, "compliance_low": probes[v].compliance_low,
                      "compliance_high": probes[v].compliance_high, "exact": probes[v].task_success}
@@ -264,5 +280,5 @@ def render_html(placement: Placement) -> str:
             + "</body></html>\n")
 
 
-__all__ = ["FIGURES", "PAPER_TABLES", "TABLE10_VARIANTS", "table_arms", "PaperValue", "Placement", "PlacedRow", "TEXT_HEAD", "paper_variants", "place_model",
+__all__ = ["stored_name", "FIGURES", "PAPER_TABLES", "TABLE10_VARIANTS", "table_arms", "PaperValue", "Placement", "PlacedRow", "TEXT_HEAD", "paper_variants", "place_model",
            "published", "render_html", "text_rows", "variant_of_label"]

@@ -309,17 +309,19 @@ def _difference(kind: str, a_key: Mapping[str, str], a_cell: CellTasks, b_key: M
 def variant_differences(df: Any, *, baseline: str = "native", seed: int = 0,
                         n_resamples: int = DEFAULT_RESAMPLES,
                         confidence: float = DEFAULT_CONFIDENCE) -> list[Difference]:
-    """Every variant minus ``baseline`` for each (model, control, condition), paired over tasks."""
+    """Every variant minus ``baseline`` for each (model, control, condition), paired over tasks; where a
+    study played the artifact's renderings (``paper.<name>``, the paper's protocol) and not ``baseline``
+    itself, the rendering of ``baseline`` is its baseline."""
     groups = cell_table(df)
     out = []
     for (model, variant, control, condition), rows in groups.items():
-        if variant == baseline:
+        found = next(((name, groups[key]) for name in (baseline, f"paper.{baseline}")
+                      if (key := (model, name, control, condition)) in groups), None)
+        if found is None or variant == found[0]:
             continue
-        base = groups.get((model, baseline, control, condition))
-        if not base:
-            continue
+        name, base = found
         a = dict(zip(CELL_KEYS, (model, variant, control, condition), strict=True))
-        b = dict(a, variant=baseline)
+        b = dict(a, variant=name)
         out.append(_difference("variant_vs_native", a, rows, b, base, seed=seed, n_resamples=n_resamples,
                                confidence=confidence))
     return out
