@@ -31,24 +31,26 @@ from typing import Any
 
 import numpy as np
 
-from ..study.stats import DEFAULT_CONFIDENCE, NAN_INTERVAL, Interval, rng_for
+from ..study.stats import (
+    DEFAULT_CONFIDENCE,
+    NAN_INTERVAL,
+    Interval,
+    correlation_interval,
+    interval_dict,
+    normal_quantile,
+    rng_for,
+)
 from .metrics import METRICS, BiasReport, Selection
 
 #: fewer replicates than the task study's 10,000: a replicate recomputes every cluster's TV
 DELTA_RESAMPLES = 2000
 
 
-def _z(confidence: float) -> float:
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(0.5 + confidence / 2)
-
-
 def wilson(k: int, n: int, *, confidence: float = DEFAULT_CONFIDENCE) -> Interval:
     """Wilson score interval of a share k/n (NaN interval when n is 0)."""
     if n <= 0:
         return NAN_INTERVAL
-    z = _z(confidence)
+    z = normal_quantile(confidence)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -56,19 +58,6 @@ def wilson(k: int, n: int, *, confidence: float = DEFAULT_CONFIDENCE) -> Interva
     low = 0.0 if k == 0 else max(0.0, centre - half)
     high = 1.0 if k == n else min(1.0, centre + half)
     return Interval(p, low, high, n)
-
-
-def correlation_interval(r: float, n: int, *, kind: str = "pearson",
-                         confidence: float = DEFAULT_CONFIDENCE) -> Interval:
-    """Fisher-z interval of a correlation ``r`` over ``n`` pairs (NaN when n < 4 or r is NaN)."""
-    if n < 4 or math.isnan(r):
-        return Interval(r, math.nan, math.nan, n)
-    if abs(r) >= 1:
-        return Interval(r, r, r, n)
-    se = math.sqrt((1.06 if kind == "spearman" else 1.0) / (n - 3))
-    z = math.atanh(r)
-    half = _z(confidence) * se
-    return Interval(r, math.tanh(z - half), math.tanh(z + half), n)
 
 
 def _percentile(reps: np.ndarray, estimate: float, n: int, confidence: float, *,
@@ -168,13 +157,6 @@ def filter_intervals(golds: Sequence[frozenset[Any]], predictions: Sequence[froz
     est = {"micro_precision": tp.sum() / npred.sum() if npred.sum() else 0.0,
            "micro_recall": tp.sum() / ngold.sum() if ngold.sum() else 0.0, "exact_match": float(exact.mean())}
     return {m: _percentile(reps[m], float(est[m]), n, confidence) for m in reps}
-
-
-def interval_dict(iv: Interval) -> dict[str, Any]:
-    """An interval as JSON (NaN as null)."""
-    def num(x: float) -> float | None:
-        return None if isinstance(x, float) and math.isnan(x) else x
-    return {"estimate": num(iv.estimate), "low": num(iv.low), "high": num(iv.high), "n": iv.n}
 
 
 def format_interval(iv: Interval | None, digits: int = 3) -> str:

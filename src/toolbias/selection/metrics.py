@@ -314,13 +314,13 @@ class Agreement:
     def intervals(self, kind: str = "pearson") -> dict[tuple[str, str], Any]:
         """Each pair's 95% Fisher-z interval (:func:`toolbias.selection.intervals.correlation_interval`) over
         the ``n_tools`` (cluster, api) pairs."""
-        from .intervals import correlation_interval
+        from ..study.stats import correlation_interval
 
         values = self.pearson if kind == "pearson" else self.spearman
         return {pair: correlation_interval(r, self.n_tools, kind=kind) for pair, r in values.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        from .intervals import interval_dict
+        from ..study.stats import interval_dict
 
         return {"models": list(self.models), "n_tools": self.n_tools,
                 "pearson": {f"{a} | {b}": v for (a, b), v in self.pearson.items()},

@@ -527,7 +527,34 @@ def difficulty_prediction(df: Any, *, n: int = 36, seed: int = 0, repeats: int =
     return estimates, summaries
 
 
+def normal_quantile(confidence: float) -> float:
+    """The two-sided standard normal quantile of ``confidence`` (1.96 at 0.95)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def correlation_interval(r: float, n: int, *, kind: str = "pearson",
+                         confidence: float = DEFAULT_CONFIDENCE) -> Interval:
+    """Fisher-z interval of a correlation ``r`` over ``n`` pairs (NaN when n < 4 or r is NaN)."""
+    if n < 4 or math.isnan(r):
+        return Interval(r, math.nan, math.nan, n)
+    if abs(r) >= 1:
+        return Interval(r, r, r, n)
+    se = math.sqrt((1.06 if kind == "spearman" else 1.0) / (n - 3))
+    z = math.atanh(r)
+    half = normal_quantile(confidence) * se
+    return Interval(r, math.tanh(z - half), math.tanh(z + half), n)
+
+
+def interval_dict(iv: Interval) -> dict[str, Any]:
+    """An interval as JSON (NaN as null)."""
+    def num(x: float) -> float | None:
+        return None if isinstance(x, float) and math.isnan(x) else x
+    return {"estimate": num(iv.estimate), "low": num(iv.low), "high": num(iv.high), "n": iv.n}
+
+
 __all__ = ["CELL_KEYS", "CellKey", "CellStats", "CellTable", "CellTasks", "Difference", "Interval", "PredictionSummary", "SampleEstimate",
-           "bootstrap_ci", "bootstrap_means", "cell_stats", "cell_success", "cell_table", "difficulty_prediction", "model_differences",
+           "bootstrap_ci", "bootstrap_means", "cell_stats", "correlation_interval", "interval_dict", "normal_quantile", "cell_success", "cell_table", "difficulty_prediction", "model_differences",
            "paired_bootstrap", "pearson", "rankdata", "rng_for", "spearman", "sample_estimate", "schema_form_gap", "task_success",
            "variant_differences"]
