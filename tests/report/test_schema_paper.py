@@ -129,7 +129,45 @@ def test_reproduce_schema_under_the_papers_protocol_plays_the_artifacts_renderin
         assert r["success"] == 1.0 and r["delta"] == 0.0 and r["rank"] == 1
 
 
-def test_reproduce_schema_under_the_papers_protocol_needs_the_artifacts_catalog(tmp_path, capsys):
-    code, _, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--sample", "6",
+def test_reproduce_schema_under_the_papers_protocol_needs_the_artifacts_catalog(tmp_path, capsys, monkeypatch):
+    code, _, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--sample", "6", "--catalog", "builtin",
                            "--store", str(tmp_path / "p.db"))
     assert code == 2 and "specs/" in err and "toolschemaspace:" in err and "Traceback" not in err
+    # no --catalog: the artifact's catalog from TOOLBIAS_TOOLSCHEMASPACE, else ../shared/data/toolschemaspace
+    monkeypatch.delenv("TOOLBIAS_TOOLSCHEMASPACE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--sample", "6",
+                           "--store", str(tmp_path / "p.db"))
+    assert code == 2 and "which catalog" in err and "TOOLBIAS_TOOLSCHEMASPACE" in err and "Traceback" not in err
+
+
+@needs_shared("toolschemaspace", "specs")
+def test_reproduce_schema_prints_the_layout_end_to_end_on_the_default_catalog(tmp_path, capsys, monkeypatch):
+    """The embedded model's command (``reproduce schema --model local --sample 24``) with the oracle and two
+    tasks: the artifact's catalog found without --catalog, every Figure 2 row printed beside the paper's."""
+    monkeypatch.setenv("TOOLBIAS_TOOLSCHEMASPACE", str(SHARED / "data" / "toolschemaspace"))
+    code, out, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--sample", "2",
+                             "--store", str(tmp_path / "p.db"))
+    assert code == 0, err
+    assert "13 variants x 2 tasks on oracle (paper protocol)" in err
+    text = " ".join(out.split())
+    assert "oracle beside the schema-bias paper's models: exact success on 2 tasks" in text
+    for label in published()["figure2"]["variants"]:
+        assert label in out, label
+    assert "note:" not in out  # every row ran, none is not comparable
+    assert out.count("100.0 [100, 100]") == 13 and out.count("1/12") == 13  # first among the paper's 11
+
+
+@needs_shared("toolschemaspace", "specs")
+def test_reproduce_schema_tables_under_the_papers_protocol_plays_the_artifacts_arms(tmp_path, capsys):
+    catalog = f"toolschemaspace:{SHARED / 'data' / 'toolschemaspace'}"
+    code, out, err = run_cli(capsys, "reproduce", "schema", "--model", "oracle", "--catalog", catalog, "--sample",
+                             "2", "--tables", "--store", str(tmp_path / "t.db"), "--json")
+    assert code == 0, err
+    yours = json.loads(out)["tables"]["yours"]
+    [t6], [t8] = yours["table6"], yours["table8"]
+    assert t6["arms"] == "paper" and t6["flat_variant"] == "paper.merge_domain_flat"
+    assert t8["arms"] == "paper" and t8["variants"]["class_semantic"] == "paper.merge_catalog_class_names"
+    assert t8["random_realizations"] == 5 and t8["random"] == 1.0 and t8["delta_membership"] == 0.0
+    assert sorted(r["target"] for r in yours["table7"]) == [0.3, 0.5]
+    assert all(r["arms"] == "paper" for r in yours["table7"])

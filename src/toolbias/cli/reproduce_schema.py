@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import ToolbiasError
 from ..report import ReportSettings, build_report
 from ..report.schema_paper import (
     TABLE10_VARIANTS,
@@ -32,13 +34,37 @@ from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
 from .options import base_url_option, concurrency_option, model_option, store_option
 
+#: where the artifact's catalog is found when --catalog is not given (--protocol paper)
+DATA_ENV = "TOOLBIAS_TOOLSCHEMASPACE"
+#: else here, as `reproduce selection` finds the BiasBusters files
+DEFAULT_DATA = "../shared/data/toolschemaspace"
+
+
+def catalog_spec(given: str | None, protocol: Protocol) -> str:
+    """``--catalog`` as given; else under the paper's protocol the artifact's catalog from
+    :data:`DATA_ENV` or :data:`DEFAULT_DATA` (absolute, so the study is the same from any folder),
+    under toolbias's the built-in one."""
+    if given:
+        return given
+    if protocol is not Protocol.PAPER:
+        return "builtin"
+    folder = os.environ.get(DATA_ENV) or DEFAULT_DATA
+    if Path(folder, "tools.json").is_file() and Path(folder, "specs").is_dir():
+        return f"toolschemaspace:{Path(folder).resolve()}"
+    raise ToolbiasError("which catalog? The paper's protocol plays the artifact's renderings on its catalog",
+                        where=f"--catalog (not given; looked in {folder})",
+                        fix=f"give --catalog toolschemaspace:DIR (the folder of the artifact's tools.json, "
+                            f"queries*.jsonl and specs/), or set {DATA_ENV}=DIR; --protocol toolbias runs on "
+                            "the built-in catalog")
+
 
 @click.command("schema")
 @model_option(default="local")
 @base_url_option
-@click.option("--catalog", default="builtin", show_default=True, help="the paper's twelve domains: under "
-              "--protocol paper the artifact's catalog, toolschemaspace:DIR (its spec-file variants are built "
-              "from DIR/specs/); builtin serves --protocol toolbias")
+@click.option("--catalog", help="the paper's twelve domains: under --protocol paper the artifact's catalog, "
+              "toolschemaspace:DIR (its spec-file variants are built from DIR/specs/) [default: "
+              f"toolschemaspace:${DATA_ENV}, else toolschemaspace:{DEFAULT_DATA}]; under --protocol toolbias "
+              "[default: builtin]")
 @click.option("--sample", type=int, default=24, show_default=True,
               help="a stratified sample of N tasks, the same for every variant (the paper: all 2,748)")
 @click.option("--appendix", is_flag=True, help="also Figure 4's variants (the remaining methods of each operator)")
@@ -53,7 +79,7 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--json", "as_json", is_flag=True, help="the placement as JSON on stdout")
 @click.option("--html", type=click.Path(dir_okay=False), help="also write the placement as an HTML page here")
 @extra_body_option()
-def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str, sample: int, appendix: bool, tables: bool,
+def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str | None, sample: int, appendix: bool, tables: bool,
                protocol: str,
                seed: int, store: str, concurrency: int, as_json: bool, html: str | None,
                extra_body: str | None) -> None:
@@ -62,10 +88,12 @@ def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str, sample: int,
     from .outputs import lasting_store, output_file
 
     lasting_store(store, command="reproduce schema")
+    comparable = check_protocol(protocol, "reproduce schema") is Protocol.PAPER
+    catalog = catalog_spec(catalog, Protocol(protocol))
     if html:
         output_file(html, option="--html", inputs=[store, catalog.partition(":")[2]])
-    comparable = check_protocol(protocol, "reproduce schema") is Protocol.PAPER
-    variants = paper_variants(appendix=appendix) + (table_arms() + list(TABLE10_VARIANTS.values()) if tables else [])
+    variants = paper_variants(appendix=appendix) + (table_arms(paper=comparable) + list(TABLE10_VARIANTS.values())
+                                                    if tables else [])
     cfg = study_config(model=model, catalog=catalog, variants=",".join(dict.fromkeys(variants)),
                        sample=sample, seed=seed, control="strict", concurrency=concurrency, base_urls=base_url,
                        protocol=protocol, study=f"reproduce-schema|{model}|{protocol}|{catalog}|{sample}|{seed}")

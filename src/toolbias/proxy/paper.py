@@ -42,8 +42,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..operators.paper._answers import Transactions, answer, merged_call, merged_problem
-from ..operators.paper._shapes import in_interval
+from ..operators.paper import Transactions, answer, in_interval, merged_call, merged_problem
 from ..providers.base import InfraError
 from ..providers.openai import OpenAIProvider
 from ..study.paper_protocol import TOOL_INSTRUCTION

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ToolbiasError
-from ..operators.paper._build import Route, compile_ops, hierarchy
+from ..operators.paper import Route, compile_ops, hierarchy
 
 #: the artifact's operator names, and the paper variant (toolbias's ``paper.<name>``) each stands for
 OPERATORS: dict[str, str] = {

@@ -6,7 +6,9 @@
 * ``remaining`` - the same grid for the variants outside the representative set (Figure 4),
   drawn when a study has both.
 * ``function_ratio`` - change from native success against the variant/native
-  function-count ratio, one line per model and the median across models (Figure 3).
+  function-count ratio (query-weighted over domains), one line per model and the median across
+  models (Figure 3); under the paper's protocol over the artifact's ladder only
+  (:func:`function_ratio_lines`).
 * ``gap`` - the schema-form gap (lenient - strict, pp) heatmap (Figure 5); the colour
   saturates at +-30 pp, the printed number is the true gap.
 """
@@ -25,6 +27,8 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from ..study.paper_protocol import Protocol, protocol_of
+from ..variants.paper import LADDER, PREFIX, ladder_step
 from .grid import FAILURE_MODES, ReportData
 
 #: one colour per failure mode, shared by figures and the HTML report
@@ -111,10 +115,21 @@ def grid_figure(data: ReportData, control: str = "strict", condition: str = "bas
     return fig
 
 
-def function_ratio_figure(data: ReportData, control: str = "strict", condition: str = "base") -> Figure | None:
+def function_ratio_lines(data: ReportData, control: str = "strict",
+                         condition: str = "base") -> tuple[str, dict[str, list[tuple[float, float, str]]]]:
+    """Figure 3's baseline and, per model, its points ``(ratio, change from baseline in pp, variant)``
+    sorted by ratio (models with fewer than two points left out). The ratio is the report's
+    :attr:`~ReportData.function_ratios` (query-weighted over domains where the catalog loads).
+    Under the paper's protocol (a ``@paper`` condition) the points are the paper's: the artifact's
+    merge/split ladder only (:data:`toolbias.variants.paper.LADDER`, or any variant whose steps are
+    one ``paper`` ladder step), each against the rendering of native; other variants stay out."""
     base = data.settings.baseline
     ratios = data.function_ratios
     variants = [v for v in data.variants if v in ratios]
+    if protocol_of(condition) is Protocol.PAPER:
+        if f"{PREFIX}{base}" in data.variants:
+            base = f"{PREFIX}{base}"
+        variants = [v for v in variants if v in LADDER or ladder_step(data.variant_steps.get(v) or ()) is not None]
     lines: dict[str, list[tuple[float, float, str]]] = {}
     for m in data.models:
         native = data.cell(m, base, control, condition)
@@ -127,8 +142,15 @@ def function_ratio_figure(data: ReportData, control: str = "strict", condition: 
                 pts.append((ratios[v], 100 * (c.success - native.success), v))
         if len(pts) >= 2:
             lines[m] = sorted(pts)
+    return base, lines
+
+
+def function_ratio_figure(data: ReportData, control: str = "strict", condition: str = "base") -> Figure | None:
+    base, lines = function_ratio_lines(data, control, condition)
+    ratios = data.function_ratios
     if not lines:
         return None
+    ladder = protocol_of(condition) is Protocol.PAPER
     fig = Figure(figsize=(7.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     colors = _cmap("tab10")
@@ -148,9 +170,10 @@ def function_ratio_figure(data: ReportData, control: str = "strict", condition: 
     ax.axvline(1, color="#999999", lw=0.8, ls=":")
     if min(p[0] for p in med) > 0:
         ax.set_xscale("log", base=2)
-    ax.set_xlabel("function count ratio (variant / native)")
+    ax.set_xlabel("function count ratio (variant / native, query-weighted mean over domains)")
     ax.set_ylabel(f"change from {base} success (pp)")
-    ax.set_title(f"Success change vs function-count ratio - {control}, {condition}", fontsize=11)
+    what = "the artifact's merge/split ladder (Figure 3)" if ladder else "function-count ratio"
+    ax.set_title(f"Success change vs {what} - {control}, {condition}", fontsize=11)
     ax.legend(fontsize=8, frameon=False, loc="best")
     return fig
 
@@ -241,5 +264,5 @@ def png_base64(fig: Figure, dpi: int = 110) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-__all__ = ["MODE_COLORS", "all_figures", "function_ratio_figure", "gap_figure", "grid_figure", "mode_color",
+__all__ = ["MODE_COLORS", "all_figures", "function_ratio_figure", "function_ratio_lines", "gap_figure", "grid_figure", "mode_color",
            "png_base64", "save_figures"]

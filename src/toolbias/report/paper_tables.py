@@ -11,10 +11,17 @@
   of r0-r4); Δ membership = class-neutral minus the mean of the random realizations and Δ naming
   = class-semantic minus class-neutral, paired task bootstrap intervals.
 
-An arm is found by the registered variant name or the artifact's spec-file name (run with
-``--variants FILE``), the first present in the study. Rows exist per model and
+Under toolbias's protocol an arm is found by the registered variant name or the artifact's
+spec-file name (run with ``--variants FILE``), the first present in the study. Under the paper's
+protocol (a ``<condition>@paper`` cell) each arm is exactly one of the artifact's renderings, as
+the paper defines the table (:data:`PAPER_MERGE_ENCODINGS`, :data:`PAPER_CONVENTION_TARGETS`,
+:data:`PAPER_CLASS_CONTROLS`): Table 6's flat arm is ``merge_full_flat.json`` (never the ladder's
+fully merged), Table 8's class-semantic arm is the class-grouping runner's ``class_semantic.json``
+(never the hierarchy runner's class dispatch), and its random and anti-class columns are means of
+all five realizations r0-r4 (absent until all five were run). Rows exist per model and
 (control, condition) where at least the arms a Δ needs were run; every Δ is computed on the
-tasks all of its arms share.
+tasks all of its arms share; each row says which definition it follows (``arms``: ``paper`` or
+``toolbias``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..study.paper_protocol import Protocol, protocol_of
 from ..study.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -60,7 +68,30 @@ CLASS_CONTROLS: dict[str, tuple[str, ...]] = {
                             f"anti_class_neutral_r{r}") for r in REALIZATIONS},
 }
 
+#: the paper's arms under its protocol: each arm exactly one artifact rendering (toolbias.variants.paper)
+#: Table 6: native and the fully merged member sets under merge_full_{flat,nested,union}.json
+PAPER_MERGE_ENCODINGS: dict[str, tuple[str, ...]] = {
+    "native": ("paper.native",), **{enc: (f"paper.merge_domain_{enc}",) for enc in ("flat", "nested", "union")}}
+#: Table 7: mix_r0{3,5}_{flat,nested,union,rot0,rot1,rot2}.json
+PAPER_CONVENTION_TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
+    target: {**{arm: (f"paper.convention_mixture_{tag}x_{arm}",) for arm in ("flat", "nested", "union")},
+             **{f"rot{r}": (f"paper.convention_mixture_{tag}x_mixed_rot{r}",) for r in range(3)}}
+    for target, tag in (("0.3", "0_3"), ("0.5", "0_5"))
+}
+#: Table 8: the class-grouping runner's whole-catalog arms: class_semantic.json, class_neutral.json,
+#: random_neutral_r0-r4.json and anti_class_neutral_r0-r4.json
+PAPER_CLASS_CONTROLS: dict[str, tuple[str, ...]] = {
+    "class_semantic": ("paper.merge_catalog_class_names",),
+    "class_neutral": ("paper.merge_catalog_neutral_names",),
+    **{f"random_r{r}": ("paper.merge_catalog_random_classes" + (f"_r{r}" if r else ""),) for r in REALIZATIONS},
+    **{f"anti_class_r{r}": ("paper.merge_catalog_anti_classes" + (f"_r{r}" if r else ""),) for r in REALIZATIONS},
+}
+
 PerTask = dict[str, float]
+
+
+def _is_paper(condition: str) -> bool:
+    return protocol_of(condition) is Protocol.PAPER
 
 
 def query_weighted_ratio(codec: Codec, weights: Mapping[str, float]) -> float | None:
@@ -94,9 +125,10 @@ def _per_task(df: Any) -> dict[tuple[str, str, str], dict[str, PerTask]]:
     return out
 
 
-def _arm(cells: Mapping[str, PerTask], names: Sequence[str]) -> tuple[str, PerTask] | None:
-    # a study under the paper's protocol stores the artifact's rendering of a variant (paper.<name>)
-    for n in (name for base in names for name in (base, f"paper.{base}")):
+def _arm(cells: Mapping[str, PerTask], names: Sequence[str], *, exact: bool = False) -> tuple[str, PerTask] | None:
+    """The first of ``names`` the cells hold; unless ``exact``, also a name's artifact rendering
+    (``paper.<name>``: a study under toolbias's protocol can play renderings too)."""
+    for n in (name for base in names for name in ((base,) if exact else (base, f"paper.{base}"))):
         if n in cells:
             return n, cells[n]
     return None
@@ -128,10 +160,13 @@ def _interval(iv: Interval) -> dict[str, Any]:
 def merge_encodings(per: Mapping[tuple[str, str, str], Mapping[str, PerTask]], s: Settings) -> list[dict[str, Any]]:
     rows = []
     for (model, control, condition), cells in per.items():
-        found = {arm: _arm(cells, names) for arm, names in MERGE_ENCODINGS.items()}
+        paper = _is_paper(condition)
+        arms = PAPER_MERGE_ENCODINGS if paper else MERGE_ENCODINGS
+        found = {arm: _arm(cells, names, exact=paper) for arm, names in arms.items()}
         if not any(found[a] for a in ("nested", "union")) or found["flat"] is None:
             continue
-        row: dict[str, Any] = {"model": model, "control": control, "condition": condition}
+        row: dict[str, Any] = {"model": model, "control": control, "condition": condition,
+                               "arms": "paper" if paper else "toolbias"}
         for arm, hit in found.items():
             row[arm] = _mean(hit[1]) if hit else None
             row[f"{arm}_variant"] = hit[0] if hit else None
@@ -145,14 +180,16 @@ def convention_mixture(per: Mapping[tuple[str, str, str], Mapping[str, PerTask]]
                        s: Settings) -> list[dict[str, Any]]:
     rows = []
     for (model, control, condition), cells in per.items():
-        for target, arms in CONVENTION_TARGETS.items():
-            found = {arm: _arm(cells, names) for arm, names in arms.items()}
+        paper = _is_paper(condition)
+        for target, arms in (PAPER_CONVENTION_TARGETS if paper else CONVENTION_TARGETS).items():
+            found = {arm: _arm(cells, names, exact=paper) for arm, names in arms.items()}
             if any(hit is None for hit in found.values()):
                 continue
             hom = [found[a][1] for a in ("flat", "nested", "union")]  # type: ignore[index]
             rot = [found[f"rot{r}"][1] for r in range(3)]  # type: ignore[index]
             delta = _delta(rot, hom, s, ("convention_mixture", model, control, condition, target))
-            rows.append({"model": model, "control": control, "condition": condition, "target": float(target),
+            rows.append({"model": model, "control": control, "condition": condition,
+                         "arms": "paper" if paper else "toolbias", "target": float(target),
                          "flat": _mean(hom[0]), "nested": _mean(hom[1]), "union": _mean(hom[2]),
                          "mixed": float(np.mean([_mean(r) for r in rot])),
                          "rotations": [_mean(r) for r in rot],
@@ -164,20 +201,26 @@ def convention_mixture(per: Mapping[tuple[str, str, str], Mapping[str, PerTask]]
 def class_controls(per: Mapping[tuple[str, str, str], Mapping[str, PerTask]], s: Settings) -> list[dict[str, Any]]:
     rows = []
     for (model, control, condition), cells in per.items():
-        found = {arm: _arm(cells, names) for arm, names in CLASS_CONTROLS.items()}
+        paper = _is_paper(condition)
+        found = {arm: _arm(cells, names, exact=paper)
+                 for arm, names in (PAPER_CLASS_CONTROLS if paper else CLASS_CONTROLS).items()}
         semantic, neutral = found["class_semantic"], found["class_neutral"]
         randoms = [hit for r in REALIZATIONS if (hit := found[f"random_r{r}"]) is not None]
         antis = [hit for r in REALIZATIONS if (hit := found[f"anti_class_r{r}"]) is not None]
+        ran_random, ran_anti = len(randoms), len(antis)
+        if paper:  # the paper's columns are means of all five realizations
+            randoms = randoms if ran_random == len(REALIZATIONS) else []
+            antis = antis if ran_anti == len(REALIZATIONS) else []
         if neutral is None or (semantic is None and not randoms):
             continue
         row: dict[str, Any] = {
-            "model": model, "control": control, "condition": condition,
+            "model": model, "control": control, "condition": condition, "arms": "paper" if paper else "toolbias",
             "class_semantic": _mean(semantic[1]) if semantic else None,
             "class_neutral": _mean(neutral[1]),
             "random": float(np.mean([_mean(h[1]) for h in randoms])) if randoms else None,
-            "random_realizations": len(randoms),
+            "random_realizations": ran_random,
             "anti_class": float(np.mean([_mean(h[1]) for h in antis])) if antis else None,
-            "anti_class_realizations": len(antis),
+            "anti_class_realizations": ran_anti,
             "variants": {arm: hit[0] for arm, hit in found.items() if hit},
         }
         key = (model, control, condition)
@@ -238,5 +281,6 @@ def condition_of(r: Mapping[str, Any]) -> str:
     return "" if (r["control"], r["condition"]) == ("strict", "base") else f" ({r['control']}, {r['condition']})"
 
 
-__all__ = ["CLASS_CONTROLS", "CONVENTION_TARGETS", "MERGE_ENCODINGS", "class_controls", "convention_mixture",
+__all__ = ["CLASS_CONTROLS", "CONVENTION_TARGETS", "MERGE_ENCODINGS", "PAPER_CLASS_CONTROLS",
+           "PAPER_CONVENTION_TARGETS", "PAPER_MERGE_ENCODINGS", "class_controls", "convention_mixture",
            "merge_encodings", "paper_tables", "query_weighted_ratio", "table_rows"]

@@ -60,11 +60,23 @@ def paper_variants(*, appendix: bool = False) -> list[str]:
     return list(dict.fromkeys(n for n in names if n is not None))
 
 
-def table_arms() -> list[str]:
-    """The registered variants of the arms of Tables 6, 7 and 8 (each arm's first registered name)."""
+def table_arms(*, paper: bool = False) -> list[str]:
+    """The variants of the arms of Tables 6, 7 and 8: each arm's first registered name, or with
+    ``paper`` the artifact's own arm (its ``paper.<name>`` rendering, as the paper's tables define them)."""
     from ..variants.named import REGISTRY
-    from .paper_tables import CLASS_CONTROLS, CONVENTION_TARGETS, MERGE_ENCODINGS
+    from .paper_tables import (
+        CLASS_CONTROLS,
+        CONVENTION_TARGETS,
+        MERGE_ENCODINGS,
+        PAPER_CLASS_CONTROLS,
+        PAPER_CONVENTION_TARGETS,
+        PAPER_MERGE_ENCODINGS,
+    )
 
+    if paper:
+        arms = [*PAPER_MERGE_ENCODINGS.values(), *(n for t in PAPER_CONVENTION_TARGETS.values() for n in t.values()),
+                *PAPER_CLASS_CONTROLS.values()]
+        return list(dict.fromkeys(names[0] for names in arms))
     arms = [*MERGE_ENCODINGS.values(), *(n for t in CONVENTION_TARGETS.values() for n in t.values()),
             *CLASS_CONTROLS.values()]
     return list(dict.fromkeys(next(n for n in names if n in REGISTRY) for names in arms))

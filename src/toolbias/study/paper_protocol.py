@@ -145,6 +145,11 @@ def protocol_label(condition: str, protocol: Protocol | str) -> str:
     return condition if Protocol(protocol) is Protocol.TOOLBIAS else f"{condition}@paper"
 
 
+def protocol_of(condition: str) -> Protocol:
+    """The protocol a stored condition was played under (:func:`protocol_label`'s inverse)."""
+    return Protocol.PAPER if condition.endswith("@paper") else Protocol.TOOLBIAS
+
+
 def check_protocol(protocol: Protocol | str, command: str = "run") -> Protocol:
     """The protocol to run under; a command that does not reproduce the paper's yet refuses it
     with what to use instead."""
@@ -166,4 +171,4 @@ PAPER_COMMANDS = ("run", "recommend", "reproduce schema")
 __all__ = ["CLASS_GROUPING_INSTRUCTION", "HIERARCHY_INSTRUCTION", "PAPER_COMMANDS", "PAPER_MAX_TOKENS",
            "PAPER_TURN_LIMIT", "TOOL_INSTRUCTION", "Protocol", "ProtocolNotImplemented", "Runner",
            "check_protocol", "paper_arguments", "paper_key", "paper_match", "paper_system_prompt", "paper_value",
-           "protocol_label", "runner_of"]
+           "protocol_label", "protocol_of", "runner_of"]

@@ -260,7 +260,7 @@ def load_spec_file(path: str | Path, catalog: Catalog | None = None, *, partial:
 
     Artifact files with op kinds the artifact does not know are refused unless ``partial`` is
     true (then those ops are dropped). ``catalog`` is not needed (kept for callers)."""
-    from ..operators.paper._build import OP_KINDS
+    from ..operators.paper import OP_KINDS
 
     p = Path(path)
     data = read_json(p, error=VariantError)

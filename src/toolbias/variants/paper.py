@@ -124,6 +124,29 @@ PAPER_VARIANTS: dict[str, VariantSpec] = {v.name: v for v in _SPECS}
 _BY_PAPER: dict[str, VariantSpec] = {str(v.paper): v for v in _SPECS}
 
 
+def ladder_step(steps: Sequence[Any]) -> int | None:
+    """The artifact's ladder index ``k`` (0 fully merged, 5 native, 9 fully split) of a variant whose
+    steps are one ``paper`` ladder step (``{"op": "paper", "build": "ladder", "k": K}``, or the
+    stored ``["paper", {"build": "ladder", "k": K}]``); None for any other variant."""
+    if len(steps) != 1:
+        return None
+    step = steps[0]
+    if isinstance(step, Sequence) and not isinstance(step, str) and len(step) == 2:
+        op, params = step[0], dict(step[1] or {})
+    elif isinstance(step, dict):
+        op, params = step.get("op"), step
+    else:
+        return None
+    k = params.get("k")
+    return k if op == "paper" and params.get("build") == "ladder" and isinstance(k, int) else None
+
+
+#: Figure 3's ten variants, the artifact's merge/split ladder in index order (``SCHEMA_VARIANT`` 0-9:
+#: fully merged, the four partial merges, native, the three partial splits, fully split)
+LADDER: tuple[str, ...] = tuple(sorted((v.name for v in _SPECS if ladder_step(v.steps) is not None),
+                                       key=lambda n: ladder_step(PAPER_VARIANTS[n].steps) or 0))
+
+
 def paper_rendering(name: str) -> VariantSpec:
     """The artifact's rendering of one paper variant, named by its ``paper.`` name, its paper
     name (``"fully merged"``, ``registry.json``'s) or toolbias's variant reproducing it
@@ -162,4 +185,4 @@ def paper_renderings(selector: str | Sequence[str]) -> list[VariantSpec]:
     return list(out.values())
 
 
-__all__ = ["GROUPS", "PAPER_VARIANTS", "PREFIX", "paper_rendering", "paper_renderings"]
+__all__ = ["GROUPS", "LADDER", "PAPER_VARIANTS", "PREFIX", "ladder_step", "paper_rendering", "paper_renderings"]

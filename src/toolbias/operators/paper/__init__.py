@@ -3,6 +3,16 @@
 toolbias's operators build each operator family its own way; this package reproduces the
 artifact's constructions exactly (names, descriptions, parameter order, decoding), so a study
 can set a new model beside the paper's published numbers. :mod:`.layer` is the operator,
-:mod:`._build` the constructions, :mod:`._shapes` the tool shapes. The named variants that use
-it are ``paper.*`` (:mod:`toolbias.variants.named.paper`).
+``_build`` the constructions, ``_shapes`` the tool shapes and ``_answers`` the artifact's replies.
+The named variants that use it are ``paper.*`` (:mod:`toolbias.variants.paper`).
+
+The names other packages use (the proxy's paper mode, the spec-file loader) are exported here;
+the private modules stay private.
 """
+
+from ._answers import Transactions, answer, merged_call, merged_problem
+from ._build import OP_KINDS, Route, compile_ops, hierarchy
+from ._shapes import in_interval
+
+__all__ = ["OP_KINDS", "Route", "Transactions", "answer", "compile_ops", "hierarchy", "in_interval", "merged_call",
+           "merged_problem"]
