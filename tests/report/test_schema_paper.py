@@ -12,6 +12,8 @@ from tests.support.cli import run_cli
 from tests.support.paths import SHARED, needs_shared
 from toolbias.report.grid import ReportData, ReportSettings
 from toolbias.report.schema_paper import paper_variants, place_model, published, render_html, variant_of_label
+from toolbias.study.defaults import study_config
+from toolbias.study.runner import build_study
 from toolbias.study.stats import CellStats, Difference
 
 GENERATOR = Path(__file__).resolve().parents[2] / "tools" / "gen_schema_paper_values.py"
@@ -171,3 +173,21 @@ def test_reproduce_schema_tables_under_the_papers_protocol_plays_the_artifacts_a
     assert t8["random_realizations"] == 5 and t8["random"] == 1.0 and t8["delta_membership"] == 0.0
     assert sorted(r["target"] for r in yours["table7"]) == [0.3, 0.5]
     assert all(r["arms"] == "paper" for r in yours["table7"])
+
+
+@needs_shared("toolschemaspace", "specs")
+def test_reproduce_schema_says_which_tasks_an_infrastructure_error_left_out(tmp_path, capsys):
+    """A prompt longer than the embedded model's window fails its episodes (as class dispatch does on the
+    embedded model): the layout still prints, and says which variant lost how many tasks, and why."""
+    catalog = f"toolschemaspace:{SHARED / 'data' / 'toolschemaspace'}"
+    tasks = build_study(study_config(model="oracle", catalog=catalog, variants="native", sample=2, seed=0)).tasks
+    script = tmp_path / "s.json"
+    reason = "the prompt has 19000 tokens, more than the local model's context window n_ctx=8192"
+    script.write_text(json.dumps({"default": [], "tasks": {tasks[0].id: [{"infra_error": reason,
+                                                                         "retryable": False}]}}))
+    code, out, err = run_cli(capsys, "reproduce", "schema", "--model", f"scripted:{script}", "--catalog", catalog,
+                             "--sample", "2", "--store", str(tmp_path / "i.db"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "composed" in out and f"paper.class_dispatch: 1 of 2 tasks left out by an infrastructure error ({reason})" \
+        in text

@@ -25,6 +25,7 @@ from ..report.schema_paper import (
     table_arms,
     text_rows,
 )
+from ..report.summary import infra_error_reasons
 from ..store import Store
 from ..study.defaults import study_config
 from ..study.paper_protocol import Protocol, check_protocol
@@ -108,8 +109,10 @@ def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str | None, sampl
             probe_cfg = replace(cfg, variants=",".join(TABLE10_VARIANTS.values()))
             run_study(probe_study(probe_cfg), st, check=False)
         data = build_report(st, settings=ReportSettings(seed=seed), study=cfg.study_name)
+        unplayed = infra_error_reasons(st, cfg.study_name)
     placement = place_model(data, model, control=cfg.control.value, condition=study.config.condition_label,
                             appendix=appendix, paper=comparable)
+    placement.notes.extend(_unplayed_notes(unplayed, len(study.tasks)))
     if not comparable:
         placement.notes.insert(0, "run under toolbias's own protocol: its numbers are not comparable with the "
                                   "paper's (use --protocol paper)")
@@ -122,6 +125,17 @@ def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str | None, sampl
     _print_tables(placement)
     if html:
         click.echo(f"report: {html}")
+
+
+def _unplayed_notes(reasons: dict[tuple[str, str], int], n_tasks: int) -> list[str]:
+    """Per variant, how many of its tasks hit an infrastructure error and the first reason (a prompt
+    longer than the embedded model's context window, a server down): the rows they leave short."""
+    by_variant: dict[str, tuple[int, str]] = {}
+    for (variant, reason), n in reasons.items():
+        count, first = by_variant.get(variant, (0, reason))
+        by_variant[variant] = (count + n, first)
+    return [f"{variant}: {n} of {n_tasks} tasks left out by an infrastructure error ({reason})"
+            for variant, (n, reason) in by_variant.items()]
 
 
 def _print(placement: Placement, n: int) -> None:
