@@ -112,3 +112,28 @@ def test_a_variant_the_artifacts_reading_misses_is_refused_before_training() -> 
     codec = build_codec(cat, VariantSpec("reference_resolution", ({"op": "reference"},)))
     with pytest.raises(ProtocolNotImplemented, match="reference_resolution"):
         ToolEnv(codec, cat.tasks[0], EnvOptions(protocol=Protocol.PAPER))
+
+
+def test_grpo_prompts_and_rollouts_play_the_papers_episode() -> None:
+    """The GRPO wiring under the paper's protocol: prompts carry the artifact's system prompt, the
+    rollout's environments are paper-protocol episodes sharing one call map per variant, and a turn
+    may generate the artifact's 1,024 tokens."""
+    from toolbias.catalog import load_catalog
+    from toolbias.study.paper_protocol import PAPER_MAX_TOKENS, TOOL_INSTRUCTION
+    from toolbias.study.runner import paper_variants
+    from toolbias.training.grpo import Rollout, rl_prompts
+    from toolbias.variants import build_codec
+
+    catalog = load_catalog(CATALOG)
+    codec = build_codec(catalog, paper_variants("paper.fully_merged")[0])
+    tasks = _sample(catalog)[:2]
+    options = EnvOptions(protocol=Protocol.PAPER)
+    rows = rl_prompts([codec], tasks, options)
+    system = rows[0]["prompt"][0]["content"]
+    assert system == f"{catalog.domain(tasks[0].domain).system}\n\n{TOOL_INSTRUCTION}"
+    rollout = Rollout({codec.name: codec}, options)
+    assert rollout.max_turn_tokens == PAPER_MAX_TOKENS
+    assert Rollout({codec.name: codec}, EnvOptions()).max_turn_tokens is None  # toolbias's: the trainer's budget
+    env = rollout.env_for(rows[0]["prompt"])
+    assert env.paper is not None and env.paper_calls is rollout.paper_maps[codec.name]
+    assert env.messages[0]["content"] == system and env.record.condition == "base@paper"
