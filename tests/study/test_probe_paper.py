@@ -13,8 +13,17 @@ from typing import Any
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.paper_runs import (CATALOG, CONTROLS, MODEL, PERSONAS, agentic_runner, artifact_query,
-                                      needs_runner, scripted_reply, write_queries)
+from tests.support.paper_runs import (
+    CATALOG,
+    CONTROLS,
+    MODEL,
+    PERSONAS,
+    agentic_runner,
+    artifact_query,
+    needs_runner,
+    scripted_reply,
+    write_queries,
+)
 from tests.support.servers import FakeOpenAIServer
 from toolbias.store import Store
 from toolbias.study.probes import compliance_cells, make_probes, probe_outcome

@@ -15,8 +15,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.paper_runs import (CATALOG, CONTROLS, MODEL, PERSONAS, agentic_runner, artifact_query,
-                                      needs_runner, reply_message, scripted_reply, write_queries)
+from tests.support.paper_runs import (
+    CATALOG,
+    CONTROLS,
+    MODEL,
+    PERSONAS,
+    agentic_runner,
+    artifact_query,
+    needs_runner,
+    reply_message,
+    scripted_reply,
+    write_queries,
+)
 from tests.support.servers import FakeOpenAIServer
 from toolbias.study.paper_protocol import Protocol
 from toolbias.training.rl_env import UNEXPLAINED_PAPER, EnvOptions, Reward, ToolEnv

@@ -245,7 +245,8 @@ def exact_success_reward(catalog: Catalog, codecs: Mapping[str, Codec], options:
     """A TRL reward function for completions generated without the environment (earlier
     releases' single-turn GRPO): each completion's assistant turns are played in a fresh
     :class:`ToolEnv` of its row's ``task_id`` and ``variant``, and the environment's reward comes
-    back. A completion cannot read protocol replies this way (it could only guess handles), so
+    back (the name is earlier releases': the reward is ``options.reward``, ``partial`` by default;
+    ``EnvOptions(reward=Reward.EXACT)`` gives exact success only). A completion cannot read protocol replies this way (it could only guess handles), so
     protocol variants need the multi-turn :class:`~toolbias.training.grpo.Rollout` with
     ``env_reward`` instead."""
     tasks = {t.id: t for t in catalog.tasks}
