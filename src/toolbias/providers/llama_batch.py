@@ -264,21 +264,15 @@ class BatchDecoder:
         self._queue.extendleft(reversed(waiting))
 
     def _admit(self, req: _Request) -> None:
-        """Give ``req`` a slot, reusing the longest cached prefix of its prompt.
-
-        A slot that holds the whole shared prefix and is idle is continued (the next turn of an
-        episode finds its own earlier turn there). When several hold it (a variant's prefix, copied
-        to every slot), the request takes an empty slot (the prefix copied into it) or else the
-        least recently used of them: the one that ended last is the likeliest to be continued by
-        its own next turn, submitted a moment later."""
+        """Give ``req`` a slot, reusing the longest cached prefix of its prompt."""
         limit = len(req.tokens) - 1  # at least one token is evaluated: its logits give the first token
-        shares = [(min(common_prefix(slot.tokens, req.tokens), limit), slot) for slot in self._slots]
-        shared = max((n for n, _ in shares), default=0)
-        best = next((slot for n, slot in shares if n == shared), None) if shared > 0 else None
-        holders = [slot for n, slot in shares if n == shared and slot.request is None]
-        empty = [slot for slot in self._slots if slot.request is None and not slot.tokens]
-        if shared >= min(MIN_SHARED, limit) and holders and (len(holders) == 1 or not empty):
-            target = min(holders, key=lambda s: s.used)  # continue an idle slot's own tokens
+        best, shared = None, 0
+        for slot in self._slots:
+            n = min(common_prefix(slot.tokens, req.tokens), limit)
+            if n > shared or (n == shared and best is not None and best.request is not None and slot.request is None):
+                best, shared = slot, n
+        if best is not None and best.request is None and shared >= min(MIN_SHARED, limit):
+            target = best  # continue the idle slot's own tokens
         else:
             idle = [s for s in self._slots if s.request is None and s is not best]
             if not idle:  # only the best one is idle: take it over
