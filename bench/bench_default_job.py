@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default)
-PATHS: dict[str, str | None] = {"batched": None, "one": "1"}
+PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch16": "16"}
+#: toolbias run options a path adds (16 sequences need 16 episodes in flight: --concurrency)
+PATH_OPTIONS: dict[str, list[str]] = {"batch16": ["--concurrency", "16"]}
 
 
 @dataclass
@@ -105,7 +107,11 @@ def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
     stats_file = workdir / "decoder-stats.json"
     stats_file.unlink(missing_ok=True)
     env[STATS_ENV] = str(stats_file)
-    cmd = [sys.executable, "-c", "from bench.bench_default_job import child; child()", "run", *extra]
+    # the child imports this module from the store's folder: the repository root on its path
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-c", "from bench.bench_default_job import child; child()", "run",
+           *PATH_OPTIONS.get(path, []), *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -147,7 +153,9 @@ def print_work(t: Timing) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="where the stores and reports go, one folder per path (default: a temporary one)")
-    ap.add_argument("--paths", default="batched,one", help="which paths, in order (batched, one)")
+    ap.add_argument("--paths", default="batched,one",
+                    help="which paths, in order: batched (the default batch), one (one sequence), batch16 "
+                         "(TOOLBIAS_LOCAL_BATCH=16 --concurrency 16)")
     ap.add_argument("extra", nargs="*", help="more toolbias run options (after --)")
     args = ap.parse_args()
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
