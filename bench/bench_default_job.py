@@ -5,6 +5,12 @@ machine's load, and the finding each path printed.
 
     python -m bench.bench_default_job [--dir DIR] [--paths batched,one] [-- extra toolbias run options]
 
+Per path it also prints where the work went: prompt tokens evaluated and taken from the KV cache
+per episode (from the store), generated tokens, and on the batched path the decoding thread's
+counters (:class:`toolbias.providers.llama_batch.DecoderStats`: steps, mean sequences per step,
+seconds inside ``llama_decode`` for prompt-evaluating and generating steps, sampling, the
+thread's own CPU), written by the child process when the provider closes.
+
 Goal (issue 23): at most 3 min 30 s wall on an idle 2-core machine, with a finding as clear as the
 one-sequence path's. The paths differ only in ``TOOLBIAS_LOCAL_BATCH`` (unset: the provider's
 default batch; ``1``: one request at a time through ``create_completion``). On a shared machine
@@ -16,6 +22,7 @@ resumes otherwise); the weights are assembled before the clock starts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sqlite3
@@ -27,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default)
-PATHS: dict[str, str | None] = {"batched": None, "one": "1"}
+PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch16": "16"}
+#: toolbias run options a path adds (16 sequences need 16 episodes in flight: --concurrency)
+PATH_OPTIONS: dict[str, list[str]] = {"batch16": ["--concurrency", "16"]}
 
 
 @dataclass
@@ -42,17 +51,50 @@ class Timing:
     episodes: int
     prompt_tokens: int
     completion_tokens: int
+    #: prompt tokens taken from the KV cache (the rest were evaluated)
+    cached_tokens: int
     lines: list[str]
+    #: the batched path's DecoderStats (as a dict), else None
+    decoder: dict[str, float] | None = None
 
 
-def _store_totals(db: Path) -> tuple[int, int, int]:
-    """(episodes, prompt tokens, completion tokens) stored by the run."""
+def _store_totals(db: Path) -> tuple[int, int, int, int]:
+    """(episodes, prompt tokens, completion tokens, cached prompt tokens) stored by the run."""
     if not db.is_file():
-        return 0, 0, 0
+        return 0, 0, 0, 0
+    from toolbias.store import Store
+
     with sqlite3.connect(db) as con:
         row = con.execute("SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) "
                           "FROM episodes").fetchone()
-    return int(row[0]), int(row[1]), int(row[2])
+    store = Store(db)
+    try:
+        cached = sum(int(r.record.get("cached_prompt_tokens", 0)) for r in store.rows(status=None))
+    finally:
+        store.close()
+    return int(row[0]), int(row[1]), int(row[2]), cached
+
+
+#: where the child writes the decoder's counters (read back by :func:`time_path`)
+STATS_ENV = "TOOLBIAS_BENCH_DECODER_STATS"
+
+
+def child() -> None:
+    """``toolbias run`` as the CLI runs it, writing the batched decoder's counters to
+    ``$TOOLBIAS_BENCH_DECODER_STATS`` when it closes (the bench's child process)."""
+    from dataclasses import asdict
+
+    from toolbias.cli import main as cli_main
+    from toolbias.providers.llama_batch import BatchDecoder
+
+    close = BatchDecoder.close
+
+    def close_and_write(self: BatchDecoder) -> None:
+        close(self)
+        Path(os.environ[STATS_ENV]).write_text(json.dumps(asdict(self.stats)))
+
+    BatchDecoder.close = close_and_write  # type: ignore[method-assign]
+    cli_main()
 
 
 def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
@@ -62,7 +104,14 @@ def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
     env.pop("TOOLBIAS_LOCAL_BATCH", None)
     if PATHS[path] is not None:
         env["TOOLBIAS_LOCAL_BATCH"] = str(PATHS[path])
-    cmd = [sys.executable, "-c", "from toolbias.cli import main; main()", "run", *extra]
+    stats_file = workdir / "decoder-stats.json"
+    stats_file.unlink(missing_ok=True)
+    env[STATS_ENV] = str(stats_file)
+    # the child imports this module from the store's folder: the repository root on its path
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-c", "from bench.bench_default_job import child; child()", "run",
+           *PATH_OPTIONS.get(path, []), *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -73,16 +122,40 @@ def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
     err = [line for line in proc.stderr.splitlines() if not line.startswith("llama_context")]
     if proc.returncode:
         print("\n".join(err)[-3000:], file=sys.stderr)
-    n, prompt, completion = _store_totals(workdir / "toolbias.db")
+    n, prompt, completion, cached = _store_totals(workdir / "toolbias.db")
     lines = [line for line in proc.stdout.splitlines() if line.strip()][-6:]
+    decoder = json.loads(stats_file.read_text()) if stats_file.is_file() else None
     return Timing(path, proc.returncode, wall, cpu, after.ru_maxrss / 1024, load_before, os.getloadavg()[0], n,
-                  prompt, completion, lines)
+                  prompt, completion, cached, lines, decoder)
+
+
+def print_work(t: Timing) -> None:
+    """Where a path's work went: tokens per episode, and the decoding thread's counters."""
+    if not t.episodes:
+        return
+    n = t.episodes
+    print(f"{t.path}: per episode {(t.prompt_tokens - t.cached_tokens) / n:.0f} prompt tokens evaluated, "
+          f"{t.cached_tokens / n:.0f} taken from the KV cache, {t.completion_tokens / n:.0f} generated")
+    d = t.decoder
+    if d and d.get("steps"):
+        steps = d["steps"]
+        gen_s = d["decode_s"] - d["prompt_decode_s"]
+        print(f"  decoder: {d['requests']} requests, {steps} steps ({d['prompt_steps']} with prompt tokens), "
+              f"{d['generating'] / steps:.1f} sequences generating per step; prompt tokens evaluated "
+              f"{d['prompt_tokens']}, reused {d['reused_tokens']}; generated {d['generated_tokens']}")
+        print(f"  llama_decode {d['decode_s']:.0f} s wall ({d['prompt_decode_s']:.0f} in steps with prompt tokens, "
+              f"{gen_s:.0f} generating only: {1000 * gen_s / max(1, steps - d['prompt_steps']):.0f} ms/step); "
+              f"steps {d['step_s']:.0f} s, of which sampling {d['sample_s']:.1f} s and other Python "
+              f"{d['step_s'] - d['decode_s'] - d['sample_s']:.1f} s; decoding thread CPU {d['thread_cpu_s']:.0f} s; "
+              f"preempted {d['preempted']}, evicted {d['evicted']}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="where the stores and reports go, one folder per path (default: a temporary one)")
-    ap.add_argument("--paths", default="batched,one", help="which paths, in order (batched, one)")
+    ap.add_argument("--paths", default="batched,one",
+                    help="which paths, in order: batched (the default batch), one (one sequence), batch16 "
+                         "(TOOLBIAS_LOCAL_BATCH=16 --concurrency 16)")
     ap.add_argument("extra", nargs="*", help="more toolbias run options (after --)")
     args = ap.parse_args()
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
@@ -108,6 +181,8 @@ def main() -> None:
               f"{t.episodes:>8} {t.completion_tokens:>8} {t.completion_tokens / t.wall_s:>9.1f} "
               f"{t.completion_tokens / t.cpu_s if t.cpu_s else 0:>13.2f} {t.rss_mb:>7.0f} "
               f"{t.load_before:>10.1f}/{t.load_after:<10.1f}")
+    for t in timings:
+        print_work(t)
     by = {t.path: t for t in timings}
     if "batched" in by and "one" in by:
         b, o = by["batched"], by["one"]

@@ -122,6 +122,11 @@ async def test_concurrent_episodes_evaluate_their_shared_prefix_once(batched: Lo
     prompt = outs[0].usage.prompt_tokens
     assert sorted(o.usage.cached_prompt_tokens > prompt - 20 for o in outs) == [False, True, True, True]
     assert stats.prompt_tokens < prompt + 3 * 20  # the prefix once, then each query's own tokens
+    # every prompt token is either evaluated or taken from the cache, and the counters say which
+    assert stats.reused_tokens == sum(o.usage.cached_prompt_tokens for o in outs)
+    assert stats.prompt_tokens + stats.reused_tokens == sum(o.usage.prompt_tokens for o in outs)
+    assert 1 <= stats.prompt_steps <= stats.steps and stats.generated_tokens >= sum(
+        o.usage.completion_tokens for o in outs)
     # the next turn of an episode continues its own sequence
     turn2 = _messages(SYSTEM, queries[0]) + [{"role": "assistant", "content": outs[0].content or "ok"},
                                               {"role": "user", "content": "And the kitchen?"}]

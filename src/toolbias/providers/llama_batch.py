@@ -66,8 +66,21 @@ class DecoderStats:
     """Where the decoding thread's time went (seconds and tokens, summed)."""
 
     steps: int = 0
+    #: wall time inside ``llama_decode`` (llama.cpp's threads at work)
     decode_s: float = 0.0
+    #: of which in steps that evaluated prompt tokens (with or without generating sequences)
+    prompt_decode_s: float = 0.0
+    prompt_steps: int = 0
+    #: wall time of the steps (building the batch, decoding, sampling, stop checks)
+    step_s: float = 0.0
+    #: of which sampling and checking for the end of each request
+    sample_s: float = 0.0
+    #: CPU time of the decoding thread itself (its share of llama.cpp's work plus all its Python)
+    thread_cpu_s: float = 0.0
+    #: prompt tokens evaluated
     prompt_tokens: int = 0
+    #: prompt tokens taken from the KV cache (a slot's own tokens or a prefix copied from another)
+    reused_tokens: int = 0
     generated_tokens: int = 0
     #: tokens of generating sequences per step, summed (divide by ``steps`` for the mean batch)
     generating: int = 0
@@ -205,10 +218,13 @@ class BatchDecoder:
                 self._queue.extend(self._pending)
                 self._pending.clear()
             self._admit_queued()
+            c0, t0 = time.thread_time(), time.perf_counter()
             try:
                 self._step()
             except Exception as exc:  # noqa: BLE001 - a failed step fails its requests, never the thread
                 self._reset(InfraError(f"llama.cpp failed to generate: {exc}", retryable=False))
+            self.stats.step_s += time.perf_counter() - t0
+            self.stats.thread_cpu_s += time.thread_time() - c0
 
     def _fail_all(self, error: Exception) -> None:
         for req in (*self._pending, *self._queue):
@@ -271,6 +287,7 @@ class BatchDecoder:
         self._lc.llama_memory_seq_rm(self._mem, target.seq, shared, -1)
         target.tokens = target.tokens[:shared]
         req.reused = shared
+        self.stats.reused_tokens += shared
         req.todo = req.tokens[shared:]
         req.sampler = self._make_sampler(req.sampling)
         self._clock += 1
@@ -339,7 +356,11 @@ class BatchDecoder:
         b.n_tokens = n
         t0 = time.perf_counter()
         rc = self._lc.llama_decode(self._ctx.ctx, b)
-        self.stats.decode_s += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.stats.decode_s += t1 - t0
+        if n > generating:
+            self.stats.prompt_decode_s += t1 - t0
+            self.stats.prompt_steps += 1
         if rc == 1:  # no room in the KV cache (the cache is as before the call)
             self._make_room()
             return
@@ -363,6 +384,7 @@ class BatchDecoder:
             token = int(self._lc.llama_sampler_sample(req.sampler, self._ctx.ctx, index))
             self.stats.generated_tokens += 1
             self._take(slot, req, token)
+        self.stats.sample_s += time.perf_counter() - t1
 
     @staticmethod
     def _put(b: Any, i: int, token: int, pos: int, seq: int, logits: bool) -> None:
