@@ -306,12 +306,14 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
         else resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
-    if cfg.protocol is Protocol.PAPER:
-        if environment_kind(catalog) is not Environment:
+    if cfg.protocol is Protocol.PAPER and environment_kind(catalog) is not Environment:
+        if environment_kind(catalog).paper_harness() is None:
             raise ProtocolNotImplemented(
                 what=f"--protocol paper does not reproduce the artifact's adapter for catalog '{catalog.name}' yet "
                      "(it runs its own environment)", where="--catalog",
-                fix="run the paper's protocol on the artifact's catalog (toolschemaspace:DIR) or the builtin one")
+                fix="run the paper's protocol on the artifact's catalog (toolschemaspace:DIR), the builtin one or "
+                    "tau2:airline|retail")
+    elif cfg.protocol is Protocol.PAPER:
         domains = sorted({t.domain for t in chosen})
         for codec in codecs:  # a variant the artifact's reading is not reproduced for: refused before any work
             paper_maps[codec.name] = PaperCallMap(codec)
@@ -391,7 +393,7 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
         return item[0]
 
     async def run_one(self, item: PlanItem, key: str) -> EpisodeRecord:
-        if self.episode_cfg.protocol is Protocol.PAPER:
+        if self.episode_cfg.protocol is Protocol.PAPER and self.episode_cfg.harness is None:
             from .paper_episode import run_paper_episode
 
             return await run_paper_episode(item[2], item[1], self.study.model, self.episode_cfg,
@@ -438,9 +440,12 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     store.begin_study(cfg.study_name, study.identity())
     store.put_study_meta(study.meta())
     plan = study.plan()
+    # under the paper's protocol, an environment with its own harness (tau2) plays as the artifact's adapter runs it
+    harness = environment_kind(study.catalog).paper_harness() if cfg.protocol is Protocol.PAPER else None
     jobs = EpisodeJobs(study, EpisodeConfig(control=cfg.control, condition=cfg.condition,
                                             turn_limit=cfg.turn_limit, generate=cfg.generate,
-                                            match=cfg.match or MatchRule.EXACT, protocol=cfg.protocol))
+                                            match=cfg.match or MatchRule.EXACT, protocol=cfg.protocol,
+                                            harness=harness))
     todo = pending(jobs, plan, store.done_keys(cfg.study_name))
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo),
                     successes=_stored_successes(store, cfg.study_name, jobs, plan, todo))
