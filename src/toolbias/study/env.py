@@ -19,6 +19,7 @@ result and change nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from ..base.plugins import Plugin, Registry
@@ -75,6 +76,19 @@ class User(Protocol):
     async def respond(self, messages: list[Any]) -> str | None: ...
 
 
+@dataclass(frozen=True)
+class PaperHarness:
+    """An environment's own harness as the artifact's adapter runs it (tau2-bench's orchestrator):
+    a dialogue ends after ``max_steps`` steps (each user message, agent message and environment
+    reply is one; checked whenever the next message is not for the environment) or ``max_errors``
+    tool errors, instead of a cap on agent turns; ``greeting`` is the agent's first message, said
+    before the user speaks."""
+
+    max_steps: int
+    max_errors: int
+    greeting: str | None = None
+
+
 class EpisodeEnvironment:
     """Every hook an episode calls on the environment its decoded native actions run in, each
     with its default; an environment kind overrides what it has (the generic state engine only
@@ -93,6 +107,12 @@ class EpisodeEnvironment:
         """A fresh environment for one episode of ``task`` (``user_model``: the study's user
         simulator model, for kinds that have one)."""
         raise NotImplementedError(f"{cls.__name__}.for_task")
+
+    @classmethod
+    def paper_harness(cls) -> PaperHarness | None:
+        """How the schema-bias artifact's adapter plays this environment under ``--protocol paper``
+        (its own harness's budget and first words), or None: the paper's protocol does not play it."""
+        return None
 
     def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]:
         """Run one native action: ``{"ok": bool, ...}`` (an error is a result, not an exception)."""

@@ -18,8 +18,8 @@ from ..operators.base import Call, Flag
 from ..providers.base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall
 from ..variants.codec import Codec, Control, Decoded, Outcome
 from ..variants.instructions import variant_instructions
-from .env import EpisodeEnvironment, User, make_environment
-from .paper_protocol import Protocol, protocol_label
+from .env import EpisodeEnvironment, PaperHarness, User, make_environment
+from .paper_protocol import Protocol, Runner, paper_system_prompt, protocol_label
 from .success import MatchRule, condition_label
 
 DEFAULT_SYSTEM = (
@@ -57,6 +57,9 @@ class EpisodeConfig:
     #: whose evaluation the episode follows (toolbias.study.paper_protocol); paper: the artifact's
     #: episode loop (toolbias.study.paper_episode), its success rule always
     protocol: Protocol = Protocol.TOOLBIAS
+    #: under the paper's protocol, an environment's own harness as the artifact's adapter runs it
+    #: (tau2-bench): its step and error budget replace ``turn_limit``, its greeting opens the dialogue
+    harness: PaperHarness | None = None
 
     @property
     def condition_label(self) -> str:
@@ -73,6 +76,9 @@ class EpisodeConfig:
             out["match"] = self.match.value
         if self.protocol is not Protocol.TOOLBIAS:
             out["protocol"] = self.protocol.value
+        if self.harness is not None:
+            out["harness"] = {"max_steps": self.harness.max_steps, "max_errors": self.harness.max_errors,
+                              "greeting": self.harness.greeting}
         return out
 
 
@@ -154,6 +160,12 @@ class EpisodeRecord:
 
 
 def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeConfig) -> str:
+    """toolbias's system prompt, the domain's and (``instruction``) the variant's instructions; under
+    the paper's protocol the artifact's composition instead (the domain's prompt, a blank line, its
+    tool instruction: what its tau2 adapter appends to tau2's agent prompt), never toolbias's prompt."""
+    if config.protocol is Protocol.PAPER:
+        note = " ".join(variant_instructions(codec)) if config.condition is Condition.INSTRUCTION else None
+        return paper_system_prompt(catalog.domain(task.domain).system, Runner.AGENTIC, note or None)
     parts = [config.system_prompt]
     domain_system = catalog.domain(task.domain).system
     if domain_system:
@@ -201,6 +213,9 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
                         gold=list(task.gold), accept=_accept(task), match=config.match.value)
     messages: list[Message] = [{"role": "system", "content": system_message(codec, catalog, task, config)}]
     rec.messages = messages
+    harness = config.harness
+    if harness is not None and harness.greeting:
+        messages.append({"role": "assistant", "content": harness.greeting})
     try:
         messages.append({"role": "user", "content": await user.open() if user is not None else task.query})
     except InfraError as exc:
@@ -212,7 +227,11 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
     # one before without a tool call; the turn limit applies to each user turn
     pending = [str(t) for t in task.meta.get("turns") or []] if user is None else []
     turn, used = -1, 0
-    while used < config.turn_limit:
+    # a harness's budget instead (tau2's orchestrator): steps (the user's opening was the first) and tool errors
+    budget = _Budget(harness) if harness is not None else None
+    while used < config.turn_limit or budget is not None:
+        if budget is not None and budget.spent(rec):
+            break
         turn += 1
         used += 1
         tool_choice = "required" if (turn == 0 and config.condition is Condition.REQUIRED) else None
@@ -242,6 +261,10 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
                 messages.append({"role": "user", "content": pending.pop(0)})
                 used = 0
                 continue
+            if budget is not None:
+                budget.steps += 1  # the agent's answer
+                if budget.spent(rec):
+                    break
             try:
                 reply = await user.respond(messages) if user is not None else None
             except InfraError as exc:
@@ -251,9 +274,13 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
                 rec.termination = Termination.ANSWERED
                 break
             messages.append({"role": "user", "content": reply})
+            if budget is not None:
+                budget.steps += 1  # the user's reply
             continue
         for tc in out.tool_calls:  # parallel calls are handled in order
             messages.append(apply_call(rec, turn, tc, session, env))
+        if budget is not None:
+            budget.steps += 2  # the agent's calls, the environment's reply
     rec.flags.extend(session.finish())
     rec.state_check = env.check()
     rec.messages = messages
@@ -261,6 +288,19 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         rec.evaluation = env.evaluate(rec)
     rec.wall_s = time.perf_counter() - started
     return rec
+
+
+@dataclass
+class _Budget:
+    """A harness's budget over one dialogue (:class:`~toolbias.study.env.PaperHarness`): steps so
+    far (the user's opening is the first) and whether they, or the tool errors, are spent."""
+
+    harness: PaperHarness
+    steps: int = 1
+
+    def spent(self, rec: EpisodeRecord) -> bool:
+        errors = sum(1 for c in rec.calls for r in c.results if not r.get("ok", True))
+        return self.steps >= self.harness.max_steps or errors >= self.harness.max_errors
 
 
 def _accept(task: Task) -> list[dict[str, Any]] | None:

@@ -3,7 +3,12 @@ whole-catalog runners) do with one query, on toolbias's providers and records.
 
 Per model turn (at most ``turn_limit``, 16 by default): one request with the system prompt of
 :func:`~toolbias.study.paper_protocol.paper_system_prompt`, the query as the user message and every
-earlier turn; an answer without a tool call ends the episode. Otherwise the assistant message
+earlier turn; an answer without a tool call ends the episode. Calls are the API's tool calls
+only: calls the provider recovered from the answer's text (a server without a tool parser, or
+bare and fenced JSON from the embedded model) are not calls to the artifact, so such an answer
+ends the episode with its text as written (counted as ``ignored_text_calls``). A call the server
+sent without an id is named ``call_<turn>_<i>`` (turn from 1), as the artifact names it.
+Otherwise the assistant message
 (its text or ``""``, its calls with their argument text as the model wrote it) and one tool
 message per call (``{"role": "tool", "tool_call_id", "content"}``, nothing else) are appended;
 arguments that do not parse as a JSON object are executed as ``{}`` and counted. Calls are
@@ -13,7 +18,7 @@ artifact's ``turns >= MAX_TURNS``, even if the last turn answered) is a livelock
 
 The record is toolbias's :class:`~toolbias.study.episode.EpisodeRecord`; its ``paper`` field keeps
 what the artifact reports besides the actions: ``n_calls``, ``n_rejected``, ``flags``,
-``argument_parse_errors`` and ``livelock``.
+``argument_parse_errors``, ``livelock`` and ``ignored_text_calls``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..catalog.model import Task
@@ -50,6 +56,18 @@ def paper_system(codec: Codec, task: Task, config: EpisodeConfig) -> str:
     return paper_system_prompt(codec.catalog.domain(task.domain).system, runner_of(codec.name), note or None)
 
 
+def paper_turn(out: ModelOutput, turn: int) -> tuple[tuple[ToolCall, ...], str | None]:
+    """The calls and the text of one answer as the artifact reads them on turn ``turn`` (from 1):
+    only the calls the API returned as tool calls (calls the provider recovered from the text are
+    none: the text stays as the model wrote it), each with the server's id, or ``call_<turn>_<i>``
+    where the server sent none."""
+    if out.recovered:
+        return (), out.raw_content if out.raw_content is not None else out.content
+    calls = tuple(replace(c, id=f"call_{turn}_{i}", generated_id=False) if c.generated_id else c
+                  for i, c in enumerate(out.tool_calls))
+    return calls, out.content
+
+
 class PaperEpisode:
     """One paper-protocol episode, played one model turn at a time: the state and bookkeeping of
     :func:`run_paper_episode`'s loop (which feeds it a model's answers) and of the RL environment
@@ -75,6 +93,8 @@ class PaperEpisode:
         #: model turns begun (a turn whose request failed counts: the artifact's ``turns``)
         self.turns = 0
         self.parse_errors = 0
+        #: calls a provider recovered from an answer's text, left unread (:func:`paper_turn`)
+        self.text_calls = 0
         self.infra = False
         self.done = config.turn_limit < 1
 
@@ -118,7 +138,8 @@ class PaperEpisode:
             rec.termination = Termination.TURN_LIMIT if livelock else Termination.ANSWERED
         rec.paper = {"n_calls": self.env.n_calls, "n_rejected": self.env.n_rejected, "flags": [f for f, _ in flags],
                      "flag_details": [[f, d if isinstance(d, str) else json.dumps(d)] for f, d in flags],
-                     "argument_parse_errors": self.parse_errors, "livelock": livelock}
+                     "argument_parse_errors": self.parse_errors, "livelock": livelock,
+                     "ignored_text_calls": self.text_calls}
         return rec
 
 
@@ -142,12 +163,12 @@ async def run_paper_episode(task: Task, codec: Codec, model: ModelAPI, config: E
         rec.completion_tokens += out.usage.completion_tokens
         rec.cached_prompt_tokens += out.usage.cached_prompt_tokens
         rec.model_latency_s += out.latency_s
-        if out.recovered:
-            rec.recovered_calls += len(out.tool_calls)
-        episode.play(out.content, out.tool_calls)
+        calls_read, content = paper_turn(out, episode.turns + 1)
+        episode.text_calls += len(out.tool_calls) - len(calls_read)
+        episode.play(content, calls_read)
     episode.finish()
     rec.wall_s = time.perf_counter() - started
     return rec
 
 
-__all__ = ["PaperEpisode", "paper_arguments", "paper_system", "run_paper_episode"]
+__all__ = ["PaperEpisode", "paper_arguments", "paper_system", "paper_turn", "run_paper_episode"]

@@ -306,7 +306,8 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
         else resolve_variants(cfg.variants)
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
-    if cfg.protocol is Protocol.PAPER:
+    # tau2 plays under its adapter's harness (run_study_async); other catalogs with their own environment are refused
+    if cfg.protocol is Protocol.PAPER and environment_kind(catalog).paper_harness() is None:
         check_paper_catalog(catalog)
         domains = sorted({t.domain for t in chosen})
         for codec in codecs:  # a variant the artifact's reading is not reproduced for: refused before any work
@@ -387,7 +388,7 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
         return item[0]
 
     async def run_one(self, item: PlanItem, key: str) -> EpisodeRecord:
-        if self.episode_cfg.protocol is Protocol.PAPER:
+        if self.episode_cfg.protocol is Protocol.PAPER and self.episode_cfg.harness is None:
             from .paper_episode import run_paper_episode
 
             return await run_paper_episode(item[2], item[1], self.study.model, self.episode_cfg,
@@ -434,9 +435,12 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
     store.begin_study(cfg.study_name, study.identity())
     store.put_study_meta(study.meta())
     plan = study.plan()
+    # under the paper's protocol, an environment with its own harness (tau2) plays as the artifact's adapter runs it
+    harness = environment_kind(study.catalog).paper_harness() if cfg.protocol is Protocol.PAPER else None
     jobs = EpisodeJobs(study, EpisodeConfig(control=cfg.control, condition=cfg.condition,
                                             turn_limit=cfg.turn_limit, generate=cfg.generate,
-                                            match=cfg.match or MatchRule.EXACT, protocol=cfg.protocol))
+                                            match=cfg.match or MatchRule.EXACT, protocol=cfg.protocol,
+                                            harness=harness))
     todo = pending(jobs, plan, store.done_keys(cfg.study_name))
     prog = Progress(total=len(plan), skipped=len(plan) - len(todo), done=len(plan) - len(todo),
                     successes=_stored_successes(store, cfg.study_name, jobs, plan, todo))
