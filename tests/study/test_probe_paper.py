@@ -48,16 +48,16 @@ def test_probe_episodes_equal_the_artifacts(variant: str, control: str, tmp_path
     gold_of = {q["query"]: q["gold_calls"] for q in queries}
     persona_of = {q["query"]: PERSONAS[i % len(PERSONAS)] for i, q in enumerate(queries)}
     with FakeOpenAIServer(models=(MODEL,), responder=lambda body: scripted_reply(body, gold_of, persona_of)) as srv:
-        ra = agentic_runner(variant, control, srv.base_url, write_queries(tmp_path / "q.jsonl", queries))
-        theirs = {q["id"]: ra.run_episode(q) for q in queries}
-        their_requests = _by_turn(list(srv.requests))
-        srv.requests.clear()
-        code, out, err = run_cli(capsys, "probe", "--model", f"openai:{MODEL}", "--base-url", srv.base_url,
-                                 "--catalog", CATALOG, "--variants", variant, "--n", str(N_PROBES),
-                                 "--control", control, "--protocol", "paper", "--store", str(tmp_path / "p.db"),
-                                 "--concurrency", "1")
-        assert code == 0, out + err
-        our_requests = _by_turn(list(srv.requests))
+        with agentic_runner(variant, control, srv.base_url, write_queries(tmp_path / "q.jsonl", queries)) as ra:
+            theirs = {q["id"]: ra.run_episode(q) for q in queries}
+            their_requests = _by_turn(list(srv.requests))
+            srv.requests.clear()
+            code, out, err = run_cli(capsys, "probe", "--model", f"openai:{MODEL}", "--base-url", srv.base_url,
+                                     "--catalog", CATALOG, "--variants", variant, "--n", str(N_PROBES),
+                                     "--control", control, "--protocol", "paper", "--store", str(tmp_path / "p.db"),
+                                     "--concurrency", "1")
+            assert code == 0, out + err
+            our_requests = _by_turn(list(srv.requests))
     assert all(r["err"] is None for r in theirs.values())
     assert our_requests == their_requests  # prompt, tools, max_tokens 1,024, every turn of every probe
     with Store(tmp_path / "p.db") as st:

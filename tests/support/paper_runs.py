@@ -10,76 +10,43 @@ they send the same requests: it reads the task from the user message, and errs a
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.support.paths import SHARED_DATA
-from tests.support.reference_artifact import ARTIFACT
+from tests.support.paper_runners import CONTROLS, DATA, runner_skip_reason  # noqa: F401 (CONTROLS: re-exported)
+from tests.support.paper_runners import agentic_runner as runner_for
 from tests.support.servers import Reply
 
-DATA = SHARED_DATA / "toolschemaspace"
 CATALOG = f"toolschemaspace:{DATA}"
 MODEL = "fake-model"
 #: how the artifact's per-domain runner builds each rendering (SCHEMA_VARIANT with SCHEMA_K=10, or SCHEMA_SPEC)
 BUILD = {"paper.native": ("SCHEMA_VARIANT", "5"), "paper.fully_merged": ("SCHEMA_VARIANT", "0"),
          "paper.fully_split": ("SCHEMA_VARIANT", "9"), "paper.transaction": ("SCHEMA_SPEC", "curry.json"),
          "paper.reference_resolution": ("SCHEMA_SPEC", "indirect.json")}
-CONTROLS = {"strict": "hard", "lenient": "loose"}
-_ENV = ("SCHEMA_VARIANT", "SCHEMA_SPEC", "SCHEMA_CONTROL", "SCHEMA_K", "SYN_QUERIES", "MAX_TURNS", "SYN_MODEL",
-        "SYN_MAX_TOKENS", "SYN_NOTE", "SYN_TOOLCHOICE", "SYN_SEED", "SYN_EXTRA_BODY", "SYN_API")
-
-
 def skip_reason() -> str | None:
-    if not (ARTIFACT / "eval" / "run_agentic.py").exists():
-        return f"needs the artifact's repository at {ARTIFACT} (../shared/reference/ToolSchemaSpace); not present"
-    if not (DATA / "tools.json").exists():
-        return f"needs the artifact's catalog at {DATA}; not present"
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        return "the artifact's eval/common.py imports openai (pip install 'toolbias[dev]')"
-    return None
+    reason = runner_skip_reason()
+    if reason is None and not (DATA / "tools.json").exists():
+        reason = f"needs the artifact's catalog at {DATA}; not present"
+    return reason
 
 
 needs_runner = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 
 
-def agentic_runner(variant: str, control: str, base_url: str, queries: Path) -> ModuleType:
+@contextmanager
+def agentic_runner(variant: str, control: str, base_url: str, queries: Path) -> Iterator[ModuleType]:
     """``eval.run_agentic`` imported afresh for one rendering (:data:`BUILD`) and control."""
-    from openai import OpenAI
-
-    old = {k: os.environ.get(k) for k in _ENV}
-    for k in _ENV:
-        os.environ.pop(k, None)
     key, value = BUILD[variant]
     if key == "SCHEMA_SPEC":
         value = str(DATA / "specs" / value)
-    os.environ.update({key: value, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
-                       "SYN_MODEL": MODEL})
-    sys.path.insert(0, str(ARTIFACT))
-    try:
-        adapter = importlib.import_module("toolschema.schema_adapter")
-        adapter.SchemaAdapter._cached = False  # from_env caches the first variant it built
-        common = importlib.import_module("eval.common")
-        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
-        common.MODEL = MODEL
-        common.API = "chat"
-        return importlib.reload(importlib.import_module("eval.run_agentic"))
-    finally:
-        sys.path.remove(str(ARTIFACT))
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with runner_for({key: value}, control, base_url, queries, MODEL) as ra:
+        yield ra
 
 
 def artifact_query(task: Any, catalog: Any) -> dict[str, Any]:

@@ -62,9 +62,9 @@ def test_rl_episodes_and_rewards_equal_the_artifacts(variant: str, control: str,
     gold_of = {q["query"]: q["gold_calls"] for q in queries}
     persona_of = {q["query"]: PERSONAS[i % len(PERSONAS)] for i, q in enumerate(queries)}
     with FakeOpenAIServer(models=(MODEL,), responder=lambda body: scripted_reply(body, gold_of, persona_of)) as srv:
-        ra = agentic_runner(variant, control, srv.base_url, write_queries(tmp_path / "q.jsonl", queries))
-        theirs = {q["id"]: ra.run_episode(q) for q in queries}
-        requests = list(srv.requests)
+        with agentic_runner(variant, control, srv.base_url, write_queries(tmp_path / "q.jsonl", queries)) as ra:
+            theirs = {q["id"]: ra.run_episode(q) for q in queries}
+            requests = list(srv.requests)
     assert all(r["err"] is None for r in theirs.values())
     last_request = {b["messages"][1]["content"]: b for b in requests}  # each query's longest conversation
     codec = build_codec(catalog, paper_variants(variant)[0])

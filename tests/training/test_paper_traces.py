@@ -64,19 +64,19 @@ def test_every_trace_is_an_artifact_episode_that_succeeds(tmp_path: Path, capsys
                                 "query": t.query, "gold_calls": [{"name": a.tool, "arguments": dict(a.arguments)}
                                                                  for a in t.gold]})
                 TURNS[t.query] = [m for m in r["messages"] if m["role"] == "assistant"]
-            ra = agentic_runner(variant, "strict", srv.base_url, write_queries(tmp_path / f"{variant}.jsonl", queries))
-            for q, r in zip(queries, traces, strict=True):
-                srv.requests.clear()
-                theirs = ra.run_episode(q)
-                last = srv.requests[-1]["messages"]  # the conversation before the trace's final answer
-                assert theirs["exact"] == 1 and theirs["err"] is None, (variant, q["id"])
-                assert theirs["turns"] == len(TURNS[q["query"]]) and theirs["argument_parse_errors"] == 0
-                assert theirs["n_rejected"] == int(r["recovery"]), (variant, q["id"])
-                recovered += r["recovery"]
-                mine = r["messages"][:len(last)]
-                assert [(m["role"], m["content"] or "") for m in mine] == \
-                    [(m["role"], m.get("content") or "") for m in last], (variant, q["id"])
-                assert r["tools"] == srv.requests[-1]["tools"]
+            with agentic_runner(variant, "strict", srv.base_url, write_queries(tmp_path / f"{variant}.jsonl", queries)) as ra:
+                for q, r in zip(queries, traces, strict=True):
+                    srv.requests.clear()
+                    theirs = ra.run_episode(q)
+                    last = srv.requests[-1]["messages"]  # the conversation before the trace's final answer
+                    assert theirs["exact"] == 1 and theirs["err"] is None, (variant, q["id"])
+                    assert theirs["turns"] == len(TURNS[q["query"]]) and theirs["argument_parse_errors"] == 0
+                    assert theirs["n_rejected"] == int(r["recovery"]), (variant, q["id"])
+                    recovered += r["recovery"]
+                    mine = r["messages"][:len(last)]
+                    assert [(m["role"], m["content"] or "") for m in mine] == \
+                        [(m["role"], m.get("content") or "") for m in last], (variant, q["id"])
+                    assert r["tools"] == srv.requests[-1]["tools"]
     assert recovered >= 3  # recovery examples occur (the native name, refused where the variant lacks it)
     assert set(BUILD) >= set(VARIANTS)
 
