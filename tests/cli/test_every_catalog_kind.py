@@ -70,6 +70,31 @@ def _tool_list(kind: str, folder: Path) -> tuple[str, Path]:
     return f"{kind}:{path}", tasks
 
 
+def _bfcl_multi_entries(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """``bfcl-multi:base`` loaded whole (its loader runs as always), then cut to one entry per
+    combination of BFCL's API classes it involves (20 of 200 entries, every class alone and in
+    every pair BFCL has): its entries are isolated domains that differ by their classes, and every
+    command here walks every domain under every variant (``run`` counts each variant's functions,
+    ``verify`` checks each function), so the whole list cost minutes and proved the same."""
+    from toolbias.catalog.loaders import CATALOG_KINDS, load_catalog
+    from toolbias.catalog.model import Catalog
+
+    whole = CATALOG_KINDS["bfcl-multi"]
+
+    def sampled(arg: str) -> Catalog:
+        catalog = whole(arg)
+        first: dict[tuple[str, ...], str] = {}
+        for task in catalog.tasks:
+            first.setdefault(tuple(task.meta["bfcl_multi"]["involved_classes"]), task.domain)
+        keep = set(first.values())
+        return Catalog(catalog.name, tuple(d for d in catalog.domains if d.name in keep),
+                       tuple(t for t in catalog.tasks if t.domain in keep), catalog.meta)
+
+    monkeypatch.setitem(CATALOG_KINDS, "bfcl-multi", sampled)
+    load_catalog.cache_clear()
+    request.addfinalizer(load_catalog.cache_clear)  # the sampled catalog must not stay cached
+
+
 def _ok_or_clear_refusal(code: int, out: str, err: str, what: str) -> None:
     assert "Traceback" not in out + err, f"{what}: a traceback\n{err[-3000:]}"
     assert code in (0, 2), f"{what}: exit {code}\n{err[-2000:]}"
@@ -78,7 +103,8 @@ def _ok_or_clear_refusal(code: int, out: str, err: str, what: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS + TOOL_LIST_KINDS)
-def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     task_file: list[str] = []
     if kind in TOOL_LIST_KINDS:
         spec, tasks = _tool_list(kind, tmp_path)
@@ -87,6 +113,8 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
         spec, skip = _kind(kind)
         if skip:
             pytest.skip(skip)
+        if kind == "bfcl-multi":
+            _bfcl_multi_entries(monkeypatch, request)
     store = tmp_path / "matrix.db"
     # a live MCP server starts afresh for every episode: three variants (plain, merged, a protocol) keep it short
     variants = "native,fully_merged,transaction" if kind == "mcp-config" else "all"
