@@ -53,7 +53,7 @@ def test_protocol_paper_is_a_clear_error_where_it_is_not_reproduced() -> None:
     assert check_protocol("toolbias") is Protocol.TOOLBIAS
     assert check_protocol("paper", "run") is Protocol.PAPER
     with pytest.raises(ProtocolNotImplemented) as e:
-        check_protocol("paper", "probe")
+        check_protocol("paper", "select")
     assert e.value.fix is not None and "--protocol paper" in e.value.fix and "--match paper" in e.value.fix
 
 

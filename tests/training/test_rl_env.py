@@ -73,7 +73,7 @@ def test_no_rejections_ablation_executes_the_decoded_native_call():
 def test_shaped_reward_is_documented_partial_credit_below_success():
     task = TWO
     first = [{"name": task.gold[0].tool, "arguments": dict(task.gold[0].arguments)}]
-    exact = ToolEnv(NATIVE, task)
+    exact = ToolEnv(NATIVE, task, EnvOptions(reward=Reward.EXACT))
     exact.step(first)
     exact.step("done")
     assert exact.reward() == 0.0
@@ -88,7 +88,7 @@ def test_shaped_reward_is_documented_partial_credit_below_success():
 
 
 def test_calls_recovered_from_text_and_the_turn_limit():
-    env = ToolEnv(NATIVE, CAT.tasks[0], EnvOptions(turn_limit=2))
+    env = ToolEnv(NATIVE, CAT.tasks[0], EnvOptions(turn_limit=2, reward=Reward.EXACT))
     a = CAT.tasks[0].gold[0]
     text = f'<tool_call>{json.dumps({"name": a.tool, "arguments": dict(a.arguments)})}</tool_call>'
     assert json.loads(env.step(text)[0]["content"])["ok"] is True and not env.done
@@ -112,3 +112,26 @@ def test_single_turn_reward_function_of_earlier_releases():
     text = "<tool_call>" + json.dumps({"name": t.gold[0].tool, "arguments": dict(t.gold[0].arguments)}) + "</tool_call>"
     bad = [{"role": "assistant", "content": "I cannot do that."}]
     assert reward([good, text, bad], task_id=[t.id] * 3, variant=["native"] * 3) == [1.0, 1.0, 0.0]
+
+
+def test_the_default_reward_is_partial_credit_and_exact_only_is_the_ablation():
+    """partial (the default): 1.0 on exact success, else half the F1 of the artifact's recall and
+    precision; exact: the ablation, 0 for the same episode."""
+    assert EnvOptions().reward is Reward.PARTIAL
+    task = TWO
+    first = [{"name": task.gold[0].tool, "arguments": dict(task.gold[0].arguments)}]
+    partial = ToolEnv(NATIVE, task)
+    partial.step(first)
+    partial.step({"role": "assistant", "tool_calls": [{"function": {"name": "nope", "arguments": "{}"}}]})
+    partial.step("done")
+    # one of two gold actions executed, nothing else: recall 1/2, precision 1/1, F1 2/3; rejections cost nothing
+    assert partial.reward() == pytest.approx(0.5 * 2 / 3)
+    twice = ToolEnv(NATIVE, task)
+    twice.step(first + first)
+    assert twice.reward() == pytest.approx(0.5 * 0.5)  # recall 1/2, precision 1/2
+    none = ToolEnv(NATIVE, task)
+    none.step("done")
+    assert none.reward() == 0.0
+    full = ToolEnv(NATIVE, task)
+    full.step([{"name": a.tool, "arguments": dict(a.arguments)} for a in task.gold])
+    assert full.reward() == 1.0

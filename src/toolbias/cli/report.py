@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from ..study.episode import Condition
+from ..study.paper_protocol import Protocol
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
@@ -163,29 +164,39 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
 @store_option("toolbias.db")
 @click.option("--study", help="study name [default: model|control|condition|probe]")
 @concurrency_option
-@click.option("--turn-limit", type=int, default=4, show_default=True,
-              help="turns per probe (compliance is decided by the first native action)")
+@click.option("--turn-limit", type=int, help="turns per probe (compliance is decided by the first native "
+              "action) [default: 4; --protocol paper: the artifact's 16]")
 @click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--max-tokens", type=int, default=512, show_default=True)
+@click.option("--max-tokens", type=int, help="tokens per model turn [default: 512; --protocol paper: the "
+              "artifact's 1,024]")
+@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+              help="paper: each probe is an episode of the schema-bias artifact's evaluation, as `toolbias run "
+              "--protocol paper` plays it (its prompt, replies, hard/loose control, limits, success rule); "
+              "stored as <condition>@paper")
 @click.option("--cache", help="response cache file (SQLite)")
 @task_file_option
 @extra_body_option()
 def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, n_probes: int, seed: int,
-              control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int,
-              temperature: float, max_tokens: int, cache: str | None, task_file: str | None,
+              control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int | None,
+              temperature: float, max_tokens: int | None, protocol: str, cache: str | None, task_file: str | None,
               extra_body: str | None) -> None:
     """Compliance probes: single-operation instructions per variant (paper Table 10).
     Stored with kind "probe"; re-running resumes; `toolbias report` shows them."""
     from ..store import Store, episodes_dataframe
     from ..study.defaults import study_config
-    from ..study.probes import compliance_cells, probe_study
+    from ..study.paper_protocol import check_protocol
+    from ..study.probes import PROBE_MAX_TOKENS, PROBE_TURN_LIMIT, compliance_cells, probe_study
     from ..study.runner import run_study
     from ..study.stats import cell_success
 
+    paper = check_protocol(protocol, "probe") is Protocol.PAPER
+    if not paper:
+        turn_limit = PROBE_TURN_LIMIT if turn_limit is None else turn_limit
+        max_tokens = PROBE_MAX_TOKENS if max_tokens is None else max_tokens
     cfg = study_config(model=model, catalog=catalog, variants=variants, seed=seed, control=control,
                        condition=condition, turn_limit=turn_limit, temperature=temperature, max_tokens=max_tokens,
                        concurrency=concurrency, study=study, cache=cache, base_urls=base_url,
-                       task_file=task_file)
+                       task_file=task_file, protocol=protocol)
     cfg = apply_extra_body(cfg, extra_body)
     built = probe_study(cfg, n=n_probes)
     err = Console(stderr=True)

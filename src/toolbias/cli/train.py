@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from ..study.defaults import study_config
+from ..study.paper_protocol import Protocol, check_protocol
 from ..study.runner import select_tasks, study_catalog
 from ..study.splits import load_splits
-from ..training.traces import TraceOptions, sft_examples, training_variants
-from ..variants import build_codec, resolve_variants
+from ..training.rl_env import Reward
+from ..training.traces import TraceOptions, sft_examples, training_codecs, training_variants
 from .options import task_file_option
 
 
@@ -36,10 +37,14 @@ from .options import task_file_option
               help="the splits manifest (default: the catalog's; table4, builtin, a JSON file, or none "
                    "for every task)")
 @click.option("-o", "--output", default="sft.jsonl", show_default=True)
+@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+              help="paper: each trace is an episode of the schema-bias artifact's evaluation (its prompt, "
+              "replies, 16 turns, success rule; `mixture` is the artifact's seven-variant mix, each as the "
+              "artifact renders it); rows carry \"protocol\": \"paper\"")
 @task_file_option
 def train_data(catalog: str, variants: str, sample: int | None, domains: str | None, seed: int,
                instructions: bool, instruction_flag: bool, recovery: float, fmt: str, splits: str,
-               output: str, task_file: str | None) -> None:
+               output: str, protocol: str, task_file: str | None) -> None:
     """Write SFT traces (TRL conversational format with tools) from turn-by-turn oracle episodes.
 
     Only the splits manifest's training tasks are used; the manifest, with the variants
@@ -47,16 +52,16 @@ def train_data(catalog: str, variants: str, sample: int | None, domains: str | N
     eval` and `toolbias report --splits`."""
     chosen = tuple(d.strip() for d in domains.split(",") if d.strip()) if domains else ()
     use_split = splits != "none"
-    cfg = study_config(catalog=catalog, variants=training_variants(variants), sample=sample, seed=seed,
+    proto = check_protocol(protocol, "train-data")
+    cfg = study_config(catalog=catalog, variants=training_variants(variants, proto), sample=sample, seed=seed,
                        domains=chosen, split="train" if use_split else None, splits=splits, task_file=task_file)
     cat = study_catalog(cfg)
-    specs = resolve_variants(training_variants(variants))
-    codecs = [build_codec(cat, s) for s in specs]
+    codecs = training_codecs(cat, variants, proto)
     tasks = select_tasks(cat, cfg)
     if sample and len(tasks) < sample:
         click.echo(f"note: the training part of the splits holds {len(tasks)} tasks; all are used", err=True)
     opts = TraceOptions(instructions=instructions or instruction_flag, recovery=recovery,
-                        prompt_completion=fmt == "prompt-completion")
+                        prompt_completion=fmt == "prompt-completion", protocol=proto)
     n = n_recovery = 0
     with open(output, "w", encoding="utf-8") as fh:
         for row in sft_examples(codecs, tasks, opts):
@@ -108,9 +113,15 @@ def train_sft(data: str, model: str, output_dir: str, lora: bool, epochs: float 
 @click.option("--variants", default="mixture", show_default=True, help="mixture, native, or variant names")
 @click.option("--sample", type=int, help="a stratified sample of N training tasks")
 @click.option("--splits", default="default", show_default=True)
-@click.option("--reward", type=click.Choice(["exact", "shaped"]), default="exact", show_default=True,
-              help="exact: exact success only (Table 13's reward ablation; the paper's main reward is "
-              "not defined in the paper or its artifact), or shaped: toolbias's documented partial credit")
+@click.option("--reward", type=click.Choice([r.value for r in Reward]), default="partial", show_default=True,
+              help="partial: exact success, else half the F1 of the artifact's recall and precision (toolbias's "
+              "reading of the paper's main reward, which neither the paper's text nor its artifact defines); "
+              "exact: exact success only (Table 13's reward ablation); shaped: toolbias's own partial credit "
+              "with a rejection cost")
+@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+              help="paper: episodes of the schema-bias artifact's evaluation (its prompt, replies, hard/loose "
+              "control, 16 turns, 1,024 tokens per turn, success rule; `mixture` is the artifact's seven-variant "
+              "mix, each as the artifact renders it)")
 @click.option("--explain/--no-explain", default=True, show_default=True,
               help="rejections with their explanation (ablation: without)")
 @click.option("--rejections/--no-rejections", default=True, show_default=True,
@@ -128,17 +139,18 @@ def train_sft(data: str, model: str, output_dir: str, lora: bool, epochs: float 
 @click.option("--bf16/--no-bf16", default=None)
 @click.option("--seed", type=int, default=0, show_default=True)
 def train_grpo(model: str, output_dir: str, catalog: str, variants: str, sample: int | None, splits: str,
-               reward: str, explain: bool, rejections: bool, turn_limit: int, turn_tokens: int | None,
+               reward: str, protocol: str, explain: bool, rejections: bool, turn_limit: int, turn_tokens: int | None,
                lora: bool, learning_rate: float | None, beta: float | None, num_generations: int | None,
                batch_size: int | None, grad_accum: int | None, max_completion_length: int | None,
                max_steps: int | None, bf16: bool | None, seed: int) -> None:
     """GRPO in the multi-turn environment with the paper's settings (needs toolbias[train])."""
-    from ..training.rl_env import EnvOptions, Reward
+    from ..training.rl_env import EnvOptions
     from ..training.run import grpo
     from ..variants.codec import Control
 
     env = EnvOptions(control=Control.STRICT if rejections else Control.LENIENT, explain=explain,
-                     reward=Reward(reward), turn_limit=turn_limit)
+                     reward=Reward(reward), turn_limit=turn_limit,
+                     protocol=check_protocol(protocol, "train-grpo"))
     trainer = grpo(model, output_dir, catalog=catalog, variants=variants, sample=sample, seed=seed,
                    splits=splits, env=env, lora=lora, max_turn_tokens=turn_tokens, overrides=_overrides(
                        learning_rate=learning_rate, beta=beta, num_generations=num_generations,

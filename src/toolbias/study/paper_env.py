@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from ..catalog.model import NativeAction
+from ..catalog.model import Catalog, NativeAction
 from ..operators.base import Call
 from ..variants.codec import Codec, Decoded, Outcome
 from .paper_protocol import ProtocolNotImplemented
@@ -465,4 +465,16 @@ class PaperEnv:
         return list(self.flags)
 
 
-__all__ = ["CallMapReader", "Dispatch", "PaperCallMap", "PaperEnv", "Plain", "Reader", "Reading", "SurfaceReader"]
+def check_paper_catalog(catalog: Catalog) -> None:
+    """Refuse a catalog whose tasks run in an environment of their own (tau2, BFCL multi-turn, MCP):
+    the paper's protocol plays the state engine's catalogs (the artifact's, the builtin one)."""
+    from .env import Environment, environment_kind
+
+    if environment_kind(catalog) is not Environment:
+        raise ProtocolNotImplemented(
+            what=f"--protocol paper does not reproduce the artifact's adapter for catalog '{catalog.name}' yet "
+                 "(it runs its own environment)", where="--catalog",
+            fix="run the paper's protocol on the artifact's catalog (toolschemaspace:DIR) or the builtin one")
+
+
+__all__ = ["CallMapReader", "Dispatch", "PaperCallMap", "PaperEnv", "Plain", "Reader", "Reading", "SurfaceReader", "check_paper_catalog"]

@@ -160,7 +160,7 @@ def check_protocol(protocol: Protocol | str, command: str = "run") -> Protocol:
 
 
 #: commands that run under the paper's protocol
-PAPER_COMMANDS = ("run", "recommend", "reproduce schema")
+PAPER_COMMANDS = ("run", "probe", "recommend", "reproduce schema", "train-data", "train-grpo")
 
 
 __all__ = ["CLASS_GROUPING_INSTRUCTION", "HIERARCHY_INSTRUCTION", "PAPER_COMMANDS", "PAPER_MAX_TOKENS",

@@ -17,6 +17,15 @@ Scoring a probe episode (documented contract):
   scoring normalisation), whatever came before it;
 * the stored ``success`` is the ordinary exact success of the one-action episode.
 
+Under ``--protocol paper`` a probe is an episode of the artifact's evaluation, played as ``toolbias
+run --protocol paper`` plays a task (:mod:`toolbias.study.paper_episode`: the domain's system prompt
+and the artifact's tool instruction, its environment's replies, hard / loose control, 16 turns,
+1,024 tokens): a rejection is the artifact's (a name the variant lacks, a dispatcher's wrong
+operation, transaction misuse), and the exact call and success use the artifact's success rule
+(``MatchRule.PAPER``; the record says which rule). The artifact has no probe runner of its own:
+the probes (their operations, values and instruction text) are toolbias's, the episode is the
+artifact's. Such probes are stored under ``<condition>@paper``, apart from toolbias's.
+
 Probe episodes run through the normal runner (the batch engine's episode jobs) with
 ``kind="probe"`` and are stored beside task episodes (the store's ``kind`` column keeps
 them apart).
@@ -34,6 +43,7 @@ from ..catalog.model import Catalog, NativeAction, Task, Tool
 from ..catalog.validation import validate_action
 from .scoring import action_key
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, CellKey, bootstrap_ci, group_rows
+from .success import MatchRule
 
 if TYPE_CHECKING:  # the runner (and the providers it loads) only when probes are run
     from ..providers.base import ModelAPI
@@ -42,6 +52,9 @@ if TYPE_CHECKING:  # the runner (and the providers it loads) only when probes ar
 
 DEFAULT_PROBES = 36
 PROBE_PREFIX = "probe"
+#: a probe's turns and tokens per turn under toolbias's protocol (the paper's protocol keeps its own)
+PROBE_TURN_LIMIT = 4
+PROBE_MAX_TOKENS = 512
 
 
 # -- building probes ----------------------------------------------------------
@@ -195,6 +208,7 @@ class ProbeOutcome:
 def probe_outcome(record: Mapping[str, Any]) -> ProbeOutcome:
     """Compliance and exact call for a stored probe episode record."""
     gold = [NativeAction.from_dict(a) for a in record.get("gold", [])]
+    rule = record.get("match") or MatchRule.EXACT.value  # the paper's protocol: the artifact's rule
     rejections = 0
     for call in record.get("calls", []):
         dec = call.get("decoded")
@@ -203,7 +217,7 @@ def probe_outcome(record: Mapping[str, Any]) -> ProbeOutcome:
             continue
         if dec.get("outcome") == "native" and dec.get("actions"):
             first = NativeAction.from_dict(dec["actions"][0])
-            exact = bool(gold) and action_key(first) == action_key(gold[0])
+            exact = bool(gold) and action_key(first, rule) == action_key(gold[0], rule)
             return ProbeOutcome(rejections == 0, exact, first, rejections)
     return ProbeOutcome(False, False, None, rejections)
 
@@ -276,5 +290,5 @@ def run_probes(cfg: StudyConfig, store: Store | str = "toolbias.db", *, n: int =
     return run_study(study, store, on_progress=on_progress, check=check)
 
 
-__all__ = ["DEFAULT_PROBES", "ProbeCell", "ProbeOutcome", "compliance_cells", "make_probes", "probe_instruction",
+__all__ = ["DEFAULT_PROBES", "PROBE_MAX_TOKENS", "PROBE_TURN_LIMIT", "ProbeCell", "ProbeOutcome", "compliance_cells", "make_probes", "probe_instruction",
            "probe_outcome", "probe_study", "run_probes"]

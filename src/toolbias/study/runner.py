@@ -30,10 +30,10 @@ from ..providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wr
 from ..store import COLUMNS, EpisodeRow, Store, StudyMeta, VariantMeta, episode_keys, stable_hash
 from ..variants import VariantSpec, build_codec, resolve_variants
 from ..variants.codec import Codec, Control
-from .env import Environment, environment_kind, make_environment
+from .env import environment_kind, make_environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
-from .paper_env import PaperCallMap
-from .paper_protocol import Protocol, ProtocolNotImplemented, protocol_label
+from .paper_env import PaperCallMap, check_paper_catalog
+from .paper_protocol import Protocol, protocol_label
 from .scoring import score_record
 from .success import MatchRule, condition_label
 
@@ -307,11 +307,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
     if cfg.protocol is Protocol.PAPER:
-        if environment_kind(catalog) is not Environment:
-            raise ProtocolNotImplemented(
-                what=f"--protocol paper does not reproduce the artifact's adapter for catalog '{catalog.name}' yet "
-                     "(it runs its own environment)", where="--catalog",
-                fix="run the paper's protocol on the artifact's catalog (toolschemaspace:DIR) or the builtin one")
+        check_paper_catalog(catalog)
         domains = sorted({t.domain for t in chosen})
         for codec in codecs:  # a variant the artifact's reading is not reproduced for: refused before any work
             paper_maps[codec.name] = PaperCallMap(codec)

@@ -35,10 +35,12 @@ from typing import Any
 
 from ..catalog.model import Task
 from ..errors import ToolbiasError
+from ..study.paper_env import PaperCallMap
+from ..study.paper_protocol import PAPER_MAX_TOKENS, PAPER_TURN_LIMIT, Protocol
 from ..variants.codec import Codec
 from .hf import EPISODE_KEY, require, rl_features
 from .rl_env import EnvOptions, ToolEnv
-from .traces import hf_messages, training_variants
+from .traces import hf_messages, training_codecs, training_variants
 
 #: paper Table 12 (GRPO): the settings our copy of the paper states - eight samples per prompt,
 #: a constant learning rate, the low-variance (k3) KL estimator, PPO-style clipping, no entropy
@@ -67,7 +69,6 @@ PAPER_SFT = {
 }
 PAPER_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
               "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
-PAPER_TURN_LIMIT = 16
 
 
 def rl_prompts(codecs: Sequence[Codec], tasks: Sequence[Task], options: EnvOptions | None = None
@@ -75,9 +76,10 @@ def rl_prompts(codecs: Sequence[Codec], tasks: Sequence[Task], options: EnvOptio
     """One prompt row per task (the variant rotating over ``codecs``): ``prompt`` (system + user,
     the system message naming the episode), ``task_id``, ``variant``, ``domain``."""
     rows = []
+    maps = paper_maps(codecs, options)
     for i, task in enumerate(tasks):
         codec = codecs[i % len(codecs)]
-        messages, _ = ToolEnv(codec, task, options).reset()
+        messages, _ = ToolEnv(codec, task, options, calls=maps.get(codec.name)).reset()
         system, user = messages
         rows.append({"prompt": [{**system, EPISODE_KEY: f"{task.id}\t{codec.name}"},
                                 {**user, EPISODE_KEY: None}],
@@ -92,15 +94,23 @@ def rl_dataset(catalog: str, variants: str, *, sample: int | None = None, seed: 
     from ..catalog import load_catalog
     from ..study.defaults import study_config
     from ..study.runner import select_tasks
-    from ..variants import build_codec, resolve_variants
 
     datasets = require("datasets")
     cat = load_catalog(catalog)
-    codecs = [build_codec(cat, s) for s in resolve_variants(training_variants(variants))]
-    tasks = select_tasks(cat, study_config(catalog=catalog, variants=training_variants(variants), sample=sample,
-                                           seed=seed, split="train", splits=splits))
+    protocol = (options or EnvOptions()).protocol
+    codecs = training_codecs(cat, variants, protocol)
+    tasks = select_tasks(cat, study_config(catalog=catalog, variants=training_variants(variants, protocol),
+                                           sample=sample, seed=seed, split="train", splits=splits))
     rows = rl_prompts(codecs, tasks, options)
     return datasets.Dataset.from_list(rows, features=rl_features()), {c.name: c for c in codecs}
+
+
+def paper_maps(codecs: Sequence[Codec], options: EnvOptions | None) -> dict[str, PaperCallMap]:
+    """Under the paper's protocol, each codec's reading as the artifact's call map (shared by the
+    environments of one variant); empty under toolbias's."""
+    if options is None or options.protocol is not Protocol.PAPER:
+        return {}
+    return {c.name: PaperCallMap(c) for c in codecs}
 
 
 def env_reward(completions: Sequence[Any], env_reward: Sequence[float], **_: Any) -> list[float]:
@@ -112,15 +122,18 @@ class Rollout:
     """A TRL ``rollout_func``: each prompt played as a multi-turn :class:`ToolEnv` episode.
 
     ``codecs``: the variants by name (the prompts name theirs); ``options``: the environment
-    (ablations, reward); ``max_turn_tokens``: tokens the policy may generate per turn (None:
-    the trainer's ``max_completion_length``), the whole episode stays within
-    ``max_completion_length``."""
+    (protocol, ablations, reward); ``max_turn_tokens``: tokens the policy may generate per turn
+    (None: the artifact's 1,024 under the paper's protocol, else the trainer's
+    ``max_completion_length``), the whole episode stays within ``max_completion_length``."""
 
     def __init__(self, codecs: Mapping[str, Codec], options: EnvOptions | None = None, *,
                  max_turn_tokens: int | None = None) -> None:
         self.codecs = dict(codecs)
         self.options = options or EnvOptions(turn_limit=PAPER_TURN_LIMIT)
-        self.max_turn_tokens = max_turn_tokens
+        paper = self.options.protocol is Protocol.PAPER
+        self.max_turn_tokens = max_turn_tokens if max_turn_tokens is not None or not paper else PAPER_MAX_TOKENS
+        #: under the paper's protocol, each variant's reading as the artifact's call map
+        self.paper_maps = paper_maps(list(self.codecs.values()), self.options)
         self.tasks = {t.id: t for c in self.codecs.values() for t in c.catalog.tasks}
         #: the finished environments of the last call (inspection, tests)
         self.last: list[ToolEnv] = []
@@ -134,7 +147,7 @@ class Rollout:
         if task_id not in self.tasks or variant not in self.codecs:
             raise ToolbiasError(f"unknown episode {task_id!r} on variant {variant!r}",
                                 fix="pass Rollout the codecs the dataset was built with")
-        return ToolEnv(self.codecs[variant], self.tasks[task_id], self.options)
+        return ToolEnv(self.codecs[variant], self.tasks[task_id], self.options, calls=self.paper_maps.get(variant))
 
     def __call__(self, prompts: Sequence[Sequence[Mapping[str, Any]]], trainer: Any) -> dict[str, Any]:
         torch = require("torch")
@@ -235,4 +248,4 @@ def grpo_config(**overrides: Any) -> Any:
 
 
 __all__ = ["EPISODE_KEY", "PAPER_GRPO", "PAPER_LORA", "PAPER_SFT", "Rollout", "env_reward", "grpo_config",
-           "require", "rl_dataset", "rl_prompts"]
+           "paper_maps", "require", "rl_dataset", "rl_prompts"]

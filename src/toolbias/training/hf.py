@@ -36,14 +36,15 @@ def _message(extra: Sequence[str] = ()) -> dict[str, Any]:
             **{k: text for k in extra}}
 
 
-def sft_features(prompt_completion: bool = False) -> Any:
-    """Features of ``toolbias train-data`` rows (``messages``, or ``prompt`` + ``completion``)."""
+def sft_features(prompt_completion: bool = False, protocol: bool = False) -> Any:
+    """Features of ``toolbias train-data`` rows (``messages``, or ``prompt`` + ``completion``; ``protocol``:
+    rows labelled with their evaluation protocol, as ``--protocol paper`` writes them)."""
     ds = require("datasets")
     text = ds.Value("string")
     turns = {"prompt": ds.List(_message()), "completion": ds.List(_message())} if prompt_completion \
         else {"messages": ds.List(_message())}
     return ds.Features({**turns, "tools": ds.List(ds.Json()), "variant": text, "task_id": text, "domain": text,
-                        "recovery": ds.Value("bool")})
+                        "recovery": ds.Value("bool"), **({"protocol": text} if protocol else {})})
 
 
 def rl_features() -> Any:
@@ -57,7 +58,8 @@ def rl_features() -> Any:
 def sft_dataset(rows: Sequence[dict[str, Any]]) -> Any:
     """A ``datasets.Dataset`` of trace rows (:func:`toolbias.training.sft_examples`)."""
     ds = require("datasets")
-    return ds.Dataset.from_list(list(rows), features=sft_features("prompt" in rows[0] if rows else False))
+    first = rows[0] if rows else {}
+    return ds.Dataset.from_list(list(rows), features=sft_features("prompt" in first, "protocol" in first))
 
 
 __all__ = ["EPISODE_KEY", "require", "rl_features", "sft_dataset", "sft_features"]

@@ -40,7 +40,7 @@ def sft(data: str, model: Any, output_dir: str, *, lora: bool = True, tokenizer:
     datasets = require("datasets")
     with open(data, encoding="utf-8") as fh:
         first = json.loads(fh.readline() or "{}")
-    features = sft_features(prompt_completion="prompt" in first)
+    features = sft_features(prompt_completion="prompt" in first, protocol="protocol" in first)
     dataset = datasets.load_dataset("json", data_files=data, split="train", features=features)
     settings = {**PAPER_SFT, **(overrides or {})}
     if "prompt" in features:  # prompt-completion rows: the loss is on the completion already

@@ -33,23 +33,55 @@ from typing import TYPE_CHECKING, Any
 from ..operators.base import Call
 from ..providers.base import GenerateConfig, Message, ModelAPI, ModelOutput, ToolCall
 from ..study.episode import Condition, EpisodeConfig, EpisodeRecord, run_episode
+from ..study.paper_env import PaperCallMap, check_paper_catalog
+from ..study.paper_episode import run_paper_episode
+from ..study.paper_protocol import PAPER_TURN_LIMIT, Protocol
 from ..study.scoring import exact_success
 from ..study.splits import PAPER_MIXTURE
+from ..study.success import MatchRule
 from ..variants.codec import Codec, Control, Outcome
 from .knowledge import call_tokens, gold_tokens, message_tokens, tools_tokens
 
 if TYPE_CHECKING:
-    from ..catalog.model import Task
+    from ..catalog.model import Catalog, Task
 
 FINAL_ANSWER = "Done."
 
 #: names for training mixtures (``--variants``): the paper's seven variants, or native only
 MIXTURES = {"mixture": ",".join(PAPER_MIXTURE), "native": "native"}
+#: the artifact's seven-variant training mixture (``benchmarks/synthetic/extra_surfaces.py`` ``MIXED7``,
+#: in its order: v0, curry, indirect, qualified, v9, disclose, native; its results/README.md lists the
+#: same seven for Table 3's mixed columns): ``mixture`` under ``--protocol paper``, played as the
+#: artifact renders each (``paper.<name>``). Table 13's caption names another mix (opaque names and a
+#: one-argument enum split instead of namespaced names and fully split): toolbias's ``mixture``.
+ARTIFACT_MIXTURE = ("fully_merged", "transaction", "reference_resolution", "namespaced_names", "fully_split",
+                    "schema_discovery", "native")
 
 
-def training_variants(selector: str) -> str:
-    """A variant selector with the mixture names expanded."""
+def training_variants(selector: str, protocol: Protocol | str = Protocol.TOOLBIAS) -> str:
+    """A variant selector with the mixture names expanded (``mixture`` under the paper's protocol:
+    :data:`ARTIFACT_MIXTURE`)."""
+    if Protocol(protocol) is Protocol.PAPER and selector == "mixture":
+        return ",".join(ARTIFACT_MIXTURE)
     return MIXTURES.get(selector, selector)
+
+
+def training_codecs(catalog: Catalog, selector: str, protocol: Protocol | str = Protocol.TOOLBIAS) -> list[Codec]:
+    """The codecs a training selector names on ``catalog``: under the paper's protocol each variant as
+    the artifact renders it where it has a rendering (as ``toolbias run --protocol paper`` plays it),
+    every variant checked readable by the artifact's environment before any work."""
+    from ..study.runner import paper_variants
+    from ..variants import build_codec, resolve_variants
+
+    names = training_variants(selector, protocol)
+    if Protocol(protocol) is not Protocol.PAPER:
+        return [build_codec(catalog, s) for s in resolve_variants(names)]
+    check_paper_catalog(catalog)
+    codecs = [build_codec(catalog, s) for s in paper_variants(names)]
+    domains = sorted(d.name for d in catalog.domains)
+    for codec in codecs:
+        PaperCallMap(codec).check(domains)
+    return codecs
 
 
 def _tool_names(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -81,16 +113,19 @@ def refused_call(first: Call, native: Call, tools: Sequence[Mapping[str, Any]], 
 
 class TraceAgent(ModelAPI):
     """Plays the gold through ``encode`` turn by turn (see the module doc). ``recovery``:
-    open the trace with a refused call (when :func:`refused_call` finds one)."""
+    open the trace with a refused call (when :func:`refused_call` finds one; under the paper's
+    protocol, whose hard control refuses only names the variant lacks, only the native call
+    where the variant has no tool of that name). ``paper``: traces for the paper's protocol."""
 
     cpu_bound = True
 
-    def __init__(self, recovery: bool = False) -> None:
+    def __init__(self, recovery: bool = False, paper: bool = False) -> None:
         self.spec = "trace"
         self.recovery = recovery
+        self.paper = paper
 
     def settings(self) -> dict[str, Any]:
-        return {"spec": self.spec, "recovery": self.recovery}
+        return {"spec": self.spec, "recovery": self.recovery, **({"paper": True} if self.paper else {})}
 
     def for_episode(self, task: Task, codec: Codec) -> ModelAPI:
         return _TraceEpisode(self, task, codec)
@@ -129,7 +164,10 @@ class _TraceEpisode(ModelAPI):
             premature = next((c for c in self.calls[1:] if not all(t in known for t in call_tokens(c.name,
                                                                                                     c.arguments))),
                              None)
-            mistake = refused_call(self.calls[0], self.native, tools, premature=premature)
+            if self.agent.paper:  # the artifact refuses only names it lacks (and runs the rest as they are)
+                mistake = self.native if self.native.name not in _tool_names(tools) else None
+            else:
+                mistake = refused_call(self.calls[0], self.native, tools, premature=premature)
             if mistake is not None:
                 return ModelOutput(content=None, tool_calls=(_tool_call(turn, 0, mistake),))
         batch = [self.calls[self.next]]
@@ -182,7 +220,11 @@ class TraceOptions:
     recovery: float = 0.0
     prompt_completion: bool = False
     control: Control = Control.STRICT
-    turn_limit: int = 32
+    #: None: 32, or the artifact's 16 under the paper's protocol
+    turn_limit: int | None = None
+    #: ``paper``: each trace is a paper-protocol episode (the artifact's prompt, replies, limits and
+    #: success rule, :func:`~toolbias.study.paper_episode.run_paper_episode`), its row labelled so
+    protocol: Protocol = Protocol.TOOLBIAS
 
 
 class TraceError(RuntimeError):
@@ -195,8 +237,11 @@ def _is_recovery(i: int, fraction: float) -> bool:
 
 
 def _episode_config(opts: TraceOptions) -> EpisodeConfig:
-    return EpisodeConfig(control=opts.control, turn_limit=opts.turn_limit,
-                         condition=Condition.INSTRUCTION if opts.instructions else Condition.BASE)
+    paper = opts.protocol is Protocol.PAPER
+    limit = opts.turn_limit if opts.turn_limit is not None else PAPER_TURN_LIMIT if paper else 32
+    return EpisodeConfig(control=opts.control, turn_limit=limit,
+                         condition=Condition.INSTRUCTION if opts.instructions else Condition.BASE,
+                         match=MatchRule.PAPER if paper else MatchRule.EXACT, protocol=opts.protocol)
 
 
 def sft_examples(codecs: Sequence[Codec], tasks: Sequence[Task], options: TraceOptions | None = None, *,
@@ -208,22 +253,26 @@ def sft_examples(codecs: Sequence[Codec], tasks: Sequence[Task], options: TraceO
     if condition_instruction is not None:  # the keyword of earlier releases
         opts = TraceOptions(condition_instruction, opts.recovery, opts.prompt_completion, opts.control,
                             opts.turn_limit)
-    agent_plain, agent_recovery = TraceAgent(), TraceAgent(recovery=True)
+    paper = opts.protocol is Protocol.PAPER
+    agent_plain, agent_recovery = TraceAgent(paper=paper), TraceAgent(recovery=True, paper=paper)
     cfg = _episode_config(opts)
+    maps = {c.name: PaperCallMap(c) for c in codecs} if paper else {}
     loop = asyncio.new_event_loop()  # one loop for every trace (a loop per episode costs more than the episode)
     try:
         for i, task in enumerate(tasks):
             codec = codecs[i % len(codecs)]
             recover = _is_recovery(i, opts.recovery)
-            rec = loop.run_until_complete(run_episode(task, codec, agent_recovery if recover else agent_plain, cfg))
-            yield _row(task, codec, rec, recover, opts)
+            agent = agent_recovery if recover else agent_plain
+            episode = run_paper_episode(task, codec, agent, cfg, maps[codec.name]) if paper \
+                else run_episode(task, codec, agent, cfg)
+            yield _row(task, codec, loop.run_until_complete(episode), recover, opts)
     finally:
         loop.close()
 
 
 def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: TraceOptions) -> dict[str, Any]:
     """A trace episode as a training row (see the module doc); refuses one that missed its gold."""
-    if not exact_success(rec.executed, task.gold):
+    if not exact_success(rec.executed, task.gold, MatchRule(rec.match)):
         raise TraceError(f"the trace of task {task.id} on variant {codec.name} did not replay its gold "
                          f"({len(rec.executed)} of {len(task.gold)} actions executed)")
     refused = bool(rec.calls) and rec.calls[0].decoded is not None and \
@@ -232,7 +281,8 @@ def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: Trac
         recover = False  # no refusable mistake for this variant (see refused_call): a plain trace
     messages = hf_messages(rec.messages)
     row: dict[str, Any] = {"tools": codec.schema(task.domain), "variant": codec.name, "task_id": task.id,
-                           "domain": task.domain, "recovery": recover}
+                           "domain": task.domain, "recovery": recover,
+                           **({"protocol": opts.protocol.value} if opts.protocol is not Protocol.TOOLBIAS else {})}
     if opts.prompt_completion:
         cut = 2 + (2 if recover else 0)  # system, user (+ the mistake and its refusal)
         row = {"prompt": messages[:cut], "completion": messages[cut:], **row}
@@ -241,5 +291,5 @@ def _row(task: Task, codec: Codec, rec: EpisodeRecord, recover: bool, opts: Trac
     return row
 
 
-__all__ = ["FINAL_ANSWER", "MIXTURES", "PAPER_MIXTURE", "TraceAgent", "TraceError", "TraceOptions", "hf_messages",
-           "refused_call", "sft_examples", "training_variants"]
+__all__ = ["ARTIFACT_MIXTURE", "FINAL_ANSWER", "MIXTURES", "PAPER_MIXTURE", "TraceAgent", "TraceError", "TraceOptions", "hf_messages",
+           "refused_call", "sft_examples", "training_codecs", "training_variants"]
