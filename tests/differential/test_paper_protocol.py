@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from tests.support.api_servers import FakeAPIServer, responses_answer
 from tests.support.cli import run_cli
 from tests.support.paths import SHARED_DATA
-from tests.support.reference_artifact import ARTIFACT, artifact_settings, imported_afresh
+from tests.support.reference_artifact import ARTIFACT, artifact_settings, runner_afresh
 from tests.support.servers import FakeOpenAIServer, Reply
 from toolbias.store import Store
 from toolbias.study.paper_env import Dispatch
@@ -320,18 +320,9 @@ def query_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _runner(module: str, env: dict[str, str], base_url: str, queries: Path, api: str = "chat") -> ModuleType:
-    """The artifact's runner ``module`` imported afresh with ``env`` (every other setting it reads
-    unset), its client on ``base_url``: chat completions, or the Responses API."""
-    from openai import OpenAI
-
-    with artifact_settings({**env, "SYN_QUERIES": str(queries), "SYN_MODEL": MODEL}, unset=_ENV):
-        adapter = importlib.import_module("toolschema.schema_adapter")
-        adapter.SchemaAdapter._cached = False  # from_env caches the first variant it built
-        common = importlib.import_module("eval.common")
-        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
-        common.MODEL = MODEL
-        common.API = api
-        return imported_afresh(module)
+    """The artifact's runner ``module`` imported afresh with ``env`` (every other setting it reads unset)."""
+    return runner_afresh(module, {**env, "SYN_QUERIES": str(queries), "SYN_MODEL": MODEL}, base_url, MODEL,
+                         unset=_ENV, api=api)
 
 
 def artifact_runner(variant: str, control: str, base_url: str, queries: Path, api: str = "chat") -> ModuleType:

@@ -10,10 +10,7 @@ they send the same requests: it reads the task from the user message, and errs a
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.paths import SHARED_DATA
-from tests.support.reference_artifact import ARTIFACT
+from tests.support.reference_artifact import ARTIFACT, runner_afresh
 from tests.support.servers import Reply
 
 DATA = SHARED_DATA / "toolschemaspace"
@@ -54,32 +51,12 @@ needs_runner = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason(
 
 def agentic_runner(variant: str, control: str, base_url: str, queries: Path) -> ModuleType:
     """``eval.run_agentic`` imported afresh for one rendering (:data:`BUILD`) and control."""
-    from openai import OpenAI
-
-    old = {k: os.environ.get(k) for k in _ENV}
-    for k in _ENV:
-        os.environ.pop(k, None)
     key, value = BUILD[variant]
     if key == "SCHEMA_SPEC":
         value = str(DATA / "specs" / value)
-    os.environ.update({key: value, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
-                       "SYN_MODEL": MODEL})
-    sys.path.insert(0, str(ARTIFACT))
-    try:
-        adapter = importlib.import_module("toolschema.schema_adapter")
-        adapter.SchemaAdapter._cached = False  # from_env caches the first variant it built
-        common = importlib.import_module("eval.common")
-        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
-        common.MODEL = MODEL
-        common.API = "chat"
-        return importlib.reload(importlib.import_module("eval.run_agentic"))
-    finally:
-        sys.path.remove(str(ARTIFACT))
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return runner_afresh("eval.run_agentic", {key: value, "SCHEMA_CONTROL": CONTROLS[control],
+                                              "SYN_QUERIES": str(queries), "SYN_MODEL": MODEL}, base_url, MODEL,
+                         unset=_ENV)
 
 
 def artifact_query(task: Any, catalog: Any) -> dict[str, Any]:

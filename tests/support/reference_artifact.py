@@ -55,6 +55,23 @@ def imported_afresh(name: str) -> ModuleType:
     return importlib.import_module(name) if module is None else importlib.reload(module)
 
 
+def runner_afresh(module: str, env: Mapping[str, str], base_url: str, model: str, *, unset: Iterable[str] = (),
+                  api: str = "chat") -> ModuleType:
+    """The artifact's runner ``module`` (``eval.run_agentic``, ``eval.run_hierarchy`` ...) imported afresh
+    under :func:`artifact_settings`, its OpenAI client on ``base_url`` asking for ``model``: chat
+    completions, or (``api="responses"``) the Responses API."""
+    from openai import OpenAI
+
+    with artifact_settings(env, unset):
+        adapter = importlib.import_module("toolschema.schema_adapter")
+        adapter.SchemaAdapter._cached = False  # from_env caches the first variant it built
+        common = importlib.import_module("eval.common")
+        common.client = OpenAI(base_url=base_url, api_key="EMPTY")
+        common.MODEL = model
+        common.API = api
+        return imported_afresh(module)
+
+
 def artifact_module(name: str) -> ModuleType:
     """``toolschema.<name>`` of the artifact (its root put on ``sys.path``), or a skip."""
     if not (ARTIFACT / "toolschema" / f"{name}.py").is_file():
