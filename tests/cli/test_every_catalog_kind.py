@@ -70,6 +70,49 @@ def _tool_list(kind: str, folder: Path) -> tuple[str, Path]:
     return f"{kind}:{path}", tasks
 
 
+def _bfcl_entries(root: Path, folder: Path, per_category: int = 10) -> Path:
+    """The first ``per_category`` entries of each BFCL category in ``root`` and their answers, as a
+    BFCL folder of their own (30 of 800 entries): each entry is an isolated domain, and every command
+    here walks every domain under every variant; verify of every variant on every whole category is
+    tests/catalog/test_bfcl_episodes.py's."""
+    (folder / "possible_answer").mkdir(parents=True)
+    for path in sorted(root.glob("BFCL_v4_*.json")):
+        entries = path.read_text(encoding="utf-8").splitlines()[:per_category]
+        ids = {json.loads(line)["id"] for line in entries}
+        answers = [line for line in (root / "possible_answer" / path.name).read_text(encoding="utf-8").splitlines()
+                   if line.strip() and json.loads(line)["id"] in ids]
+        (folder / path.name).write_text("\n".join(entries) + "\n", encoding="utf-8")
+        (folder / "possible_answer" / path.name).write_text("\n".join(answers) + "\n", encoding="utf-8")
+    return folder
+
+
+def _bfcl_multi_entries(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """``bfcl-multi:base`` loaded whole (its loader runs as always), then cut to the first entry of
+    each combination of BFCL's API classes (20 of 200 entries: every class alone and in every pair
+    BFCL has, all 128 functions). Its entries are isolated domains that differ by their classes,
+    and every command here walks every domain under every variant; the oracle's full run of every
+    representative variant is tests/integrations/test_bfcl_multi.py's."""
+    from toolbias.catalog.loaders import CATALOG_KINDS, load_catalog
+    from toolbias.catalog.model import Catalog
+
+    whole = CATALOG_KINDS["bfcl-multi"]
+
+    def sampled(arg: str) -> Catalog:
+        catalog = whole(arg)
+        first: dict[tuple[str, ...], str] = {}
+        for task in catalog.tasks:
+            first.setdefault(tuple(task.meta["bfcl_multi"]["involved_classes"]), task.domain)
+        keep = set(first.values())
+        functions = {(t.cls, t.name) for d in catalog.domains for t in d.tools}
+        assert {(t.cls, t.name) for d in catalog.domains if d.name in keep for t in d.tools} == functions
+        return Catalog(catalog.name, tuple(d for d in catalog.domains if d.name in keep),
+                       tuple(t for t in catalog.tasks if t.domain in keep), catalog.meta)
+
+    monkeypatch.setitem(CATALOG_KINDS, "bfcl-multi", sampled)
+    load_catalog.cache_clear()
+    request.addfinalizer(load_catalog.cache_clear)  # the sampled catalog must not stay cached
+
+
 def _ok_or_clear_refusal(code: int, out: str, err: str, what: str) -> None:
     assert "Traceback" not in out + err, f"{what}: a traceback\n{err[-3000:]}"
     assert code in (0, 2), f"{what}: exit {code}\n{err[-2000:]}"
@@ -78,7 +121,8 @@ def _ok_or_clear_refusal(code: int, out: str, err: str, what: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS + TOOL_LIST_KINDS)
-def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     task_file: list[str] = []
     if kind in TOOL_LIST_KINDS:
         spec, tasks = _tool_list(kind, tmp_path)
@@ -87,6 +131,10 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
         spec, skip = _kind(kind)
         if skip:
             pytest.skip(skip)
+        if kind == "bfcl":
+            spec = f"bfcl:{_bfcl_entries(SHARED_DATA / 'bfcl', tmp_path / 'bfcl')}"
+        if kind == "bfcl-multi":
+            _bfcl_multi_entries(monkeypatch, request)
     store = tmp_path / "matrix.db"
     # a live MCP server starts afresh for every episode: three variants (plain, merged, a protocol) keep it short
     variants = "native,fully_merged,transaction" if kind == "mcp-config" else "all"
@@ -98,9 +146,8 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
     assert code == 0, err[-3000:]
     cells = json.loads(out)["cells"]
     assert cells and all(c["success"] == 1.0 for c in cells), [c for c in cells if c["success"] != 1.0][:3]
-    for args in (["report", "--store", str(store)],
-                 ["report", "--store", str(store), "--html", str(tmp_path / "r.html")],
-                 ["report", "--store", str(store), "--figures", str(tmp_path / "figs")],
+    # the text report, the HTML page and the figures from one report (the page embeds the figures' PNGs)
+    for args in (["report", "--store", str(store), "--html", str(tmp_path / "r.html"), "--figures", str(tmp_path / "figs")],
                  ["export", "--store", str(store), "-o", str(tmp_path / "e.jsonl")],
                  ["export", "--store", str(store), "--format", "parquet", "-o", str(tmp_path / "e.parquet")],
                  ["verify", "--catalog", spec, "--variants", variants if kind == "mcp-config" else "representative",
@@ -113,6 +160,6 @@ def test_every_command_on_a_small_oracle_run(kind: str, tmp_path: Path, capsys: 
             assert code == 2 and "fix:" in err, err[-2000:]
             continue
         assert code == 0, f"{' '.join(args)}: exit {code}\n{err[-3000:]}"
-    assert (tmp_path / "r.html").stat().st_size > 0
+    assert (tmp_path / "r.html").stat().st_size > 0 and any((tmp_path / "figs").glob("*.png"))
     episodes = sum(c["episodes"] for c in cells)
     assert len((tmp_path / "e.jsonl").read_text().splitlines()) == episodes

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import random
-import sys
 from collections import Counter
 from types import ModuleType
 from typing import Any
@@ -23,12 +21,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import ROOT, SHARED_DATA
+from tests.support.paths import SHARED_DATA
+from tests.support.reference_artifact import ARTIFACT, artifact_settings
 from toolbias.catalog.model import NativeAction
 from toolbias.study.paper_protocol import paper_match
 from toolbias.study.success import MatchRule, succeeded
 
-REFERENCE = ROOT.parent / "shared" / "reference" / "ToolSchemaSpace"
+REFERENCE = ARTIFACT  # ../shared/reference/ToolSchemaSpace
 QUERIES = SHARED_DATA / "toolschemaspace" / "queries.sample.jsonl"
 
 
@@ -37,19 +36,9 @@ def _artifact() -> ModuleType:
         pytest.skip(f"needs the artifact's repository at {REFERENCE} (../shared/reference/ToolSchemaSpace); "
                     "not present")
     pytest.importorskip("openai", reason="the artifact's eval/common.py imports openai (toolbias[dev])")
-    old = {k: os.environ.get(k) for k in ("SCHEMA_VARIANT", "SYN_QUERIES")}
-    os.environ["SCHEMA_VARIANT"] = "5"  # run_agentic compiles a variant on import: 5 is NATIVE_K (K=10), native
-    os.environ["SYN_QUERIES"] = str(QUERIES)
-    sys.path.insert(0, str(REFERENCE))
-    try:
+    # run_agentic compiles a variant on import: 5 is NATIVE_K (K=10), native
+    with artifact_settings({"SCHEMA_VARIANT": "5", "SYN_QUERIES": str(QUERIES)}):
         return importlib.import_module("eval.run_agentic")
-    finally:
-        sys.path.remove(str(REFERENCE))
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ server, the model name and the token cap, restored when the block ends.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from tests.support.paths import SHARED_DATA
-from tests.support.reference_artifact import ARTIFACT
+from tests.support.reference_artifact import ARTIFACT, runner_afresh
 
 #: the artifact's catalog and query sample (the shared copy)
 DATA = SHARED_DATA / "toolschemaspace"
@@ -50,36 +49,14 @@ def agentic_runner(variant_env: dict[str, str], control: str, base_url: str, que
                    model: str, *, max_tokens: int | None = None, max_turns: int | None = None) -> Iterator[ModuleType]:
     """``eval.run_agentic`` for one variant (``variant_env``: ``{"SCHEMA_VARIANT": "5"}`` or
     ``{"SCHEMA_SPEC": path}``) and control, its client on ``base_url``; ``max_tokens`` and
-    ``max_turns`` lower the artifact's 1,024 tokens and 16 turns."""
-    from openai import OpenAI
-
-    old_env = {k: os.environ.get(k) for k in _ENV}
-    for k in _ENV:
-        os.environ.pop(k, None)
-    os.environ.update({**variant_env, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries),
-                       "SYN_MODEL": model, **({"MAX_TURNS": str(max_turns)} if max_turns else {})})
-    sys.path.insert(0, str(ARTIFACT))
-    common: Any = None
-    saved: dict[str, Any] = {}
-    try:
-        adapter = importlib.import_module("toolschema.schema_adapter")
-        adapter.SchemaAdapter._cached = False  # from_env caches the first variant it built
-        common = importlib.import_module("eval.common")
-        saved = {k: getattr(common, k) for k in ("client", "MODEL", "API", "MAX_TOKENS")}
-        common.client = OpenAI(base_url=base_url, api_key="EMPTY", max_retries=0)
-        common.MODEL, common.API = model, "chat"
-        if max_tokens:
-            common.MAX_TOKENS = max_tokens
-        ra = importlib.reload(importlib.import_module("eval.run_agentic"))
-    finally:
-        sys.path.remove(str(ARTIFACT))
-        for k, v in old_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    ``max_turns`` lower the artifact's 1,024 tokens and 16 turns (the token cap restored after)."""
+    env = {**variant_env, "SCHEMA_CONTROL": CONTROLS[control], "SYN_QUERIES": str(queries), "SYN_MODEL": model,
+           **({"MAX_TURNS": str(max_turns)} if max_turns else {})}
+    ra = runner_afresh("eval.run_agentic", env, base_url, model, unset=_ENV)
+    common: Any = sys.modules["eval.common"]  # imported by runner_afresh; run_agentic reads its cap per call
+    cap = common.MAX_TOKENS
+    common.MAX_TOKENS = max_tokens or cap
     try:
         yield ra
     finally:
-        for k, v in saved.items():
-            setattr(common, k, v)
+        common.MAX_TOKENS = cap
