@@ -83,3 +83,10 @@ def test_an_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["no-such-command"])
     assert result.exit_code == 2
     assert "No such command" in result.output
+
+
+def test_every_protocol_option_offers_exactly_the_protocols_the_study_knows() -> None:
+    from toolbias.cli.options import PROTOCOLS
+    from toolbias.study.paper_protocol import Protocol
+
+    assert PROTOCOLS == tuple(p.value for p in Protocol)

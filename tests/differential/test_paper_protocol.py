@@ -32,6 +32,8 @@ from hypothesis import strategies as st
 
 from tests.support.api_servers import FakeAPIServer, responses_answer
 from tests.support.cli import run_cli
+from tests.support.paper_runners import CONTROLS
+from tests.support.paper_runners import runner_skip_reason as _skip_reason
 from tests.support.paths import SHARED_DATA
 from tests.support.reference_artifact import ARTIFACT, artifact_settings, runner_afresh
 from tests.support.servers import FakeOpenAIServer, Reply
@@ -67,22 +69,9 @@ def _has_renderings() -> bool:
 
 if _has_renderings():
     ARTIFACT.update(PAPER_RENDERINGS)
-CONTROLS = {"strict": "hard", "lenient": "loose"}
 #: the artifact's runners read these at import time
 _ENV = ("SCHEMA_VARIANT", "SCHEMA_SPEC", "SCHEMA_CONTROL", "SCHEMA_K", "SYN_QUERIES", "MAX_TURNS", "SYN_MODEL",
         "SYN_MAX_TOKENS", "SYN_NOTE", "SYN_TOOLCHOICE", "SYN_SEED", "SYN_EXTRA_BODY", "SYN_API", "HIER_ARM")
-
-
-def _skip_reason() -> str | None:
-    if not (REFERENCE / "eval" / "run_agentic.py").exists():
-        return f"needs the artifact's repository at {REFERENCE} (../shared/reference/ToolSchemaSpace); not present"
-    if not (DATA / "queries.sample.jsonl").exists():
-        return f"needs the artifact's query sample at {DATA}; not present"
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        return "the artifact's eval/common.py imports openai (pip install 'toolbias[dev]')"
-    return None
 
 
 pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")

@@ -45,5 +45,15 @@ def task_file_option(fn: F) -> F:
                              "check_calls?} a line) instead of its own")(fn)
 
 
-__all__ = ["MODEL_HELP", "base_url_option", "concurrency_option", "model_option", "store_option",
-           "task_file_option"]
+#: the values of :class:`toolbias.study.paper_protocol.Protocol`, spelled here so that a command
+#: taking ``--protocol`` does not import the study package to declare it (a test keeps them equal)
+PROTOCOLS = ("toolbias", "paper")
+
+
+def protocol_option(help: str, *, default: str = "toolbias") -> Callable[[F], F]:
+    """``--protocol``: whose evaluation protocol a command plays (toolbias's own or the paper's)."""
+    return click.option("--protocol", type=click.Choice(PROTOCOLS), default=default, show_default=True, help=help)
+
+
+__all__ = ["MODEL_HELP", "PROTOCOLS", "base_url_option", "concurrency_option", "model_option", "protocol_option",
+           "store_option", "task_file_option"]

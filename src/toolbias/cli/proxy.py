@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..variants.codec import Control
+from .options import protocol_option
 
 
 @click.command("proxy")
@@ -30,7 +31,7 @@ from ..variants.codec import Control
 @click.option("--retries", type=click.IntRange(min=1), default=3, show_default=True,
               help="attempts per upstream request on transient errors")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds per upstream request")
-@click.option("--protocol", type=click.Choice(["toolbias", "paper"]), default="toolbias", show_default=True,
+@protocol_option(
               help="paper: behave as the schema-bias artifact's proxy (toolschema/proxy.py); --variant is then "
                    "one of its operators (merge, split, ...) or the paper variant it stands for (fully_merged)")
 @click.option("--paper-protocol", type=click.Choice(["feedback", "nofeedback"]), default="feedback",

@@ -11,14 +11,21 @@ from rich.table import Table
 
 from ..store import Store
 from ..study.defaults import study_config
-from ..study.paper_protocol import Protocol, check_protocol
+from ..study.paper_protocol import check_protocol
 from ..study.recommend import HalvingResult, Round, export_variant, rank_variants, successive_halving
 from ..study.runner import StudyConfig, build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
+from .options import (
+    base_url_option,
+    concurrency_option,
+    model_option,
+    protocol_option,
+    store_option,
+    task_file_option,
+)
 
 
 @click.command("recommend")
@@ -32,7 +39,7 @@ from .options import base_url_option, concurrency_option, model_option, store_op
 @click.option("--control", type=click.Choice([c.value for c in Control]), default="strict", show_default=True)
 @click.option("--match", type=click.Choice(["auto"] + [r.value for r in MatchRule]), default="auto",
               show_default=True, help="success rule, as `toolbias run --match` (paper: the schema-bias artifact's)")
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+@protocol_option(
               help="as `toolbias run --protocol` (paper: the schema-bias artifact's evaluation; variants whose "
               "reading it does not reproduce yet are refused)")
 @store_option("recommend.db")

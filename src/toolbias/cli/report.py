@@ -14,7 +14,14 @@ from ..study.paper_protocol import Protocol
 from ..variants.codec import Control
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
+from .options import (
+    base_url_option,
+    concurrency_option,
+    model_option,
+    protocol_option,
+    store_option,
+    task_file_option,
+)
 
 if TYPE_CHECKING:
     from ..integrations.tau2_results import Tau2Import
@@ -169,7 +176,7 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--max-tokens", type=int, help="tokens per model turn [default: 512; --protocol paper: the "
               "artifact's 1,024]")
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+@protocol_option(
               help="paper: each probe is an episode of the schema-bias artifact's evaluation, as `toolbias run "
               "--protocol paper` plays it (its prompt, replies, hard/loose control, limits, success rule); "
               "stored as <condition>@paper")

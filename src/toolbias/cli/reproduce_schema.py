@@ -33,7 +33,7 @@ from ..study.probes import probe_study
 from ..study.runner import build_study, run_study, run_study_async
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option
+from .options import base_url_option, concurrency_option, model_option, protocol_option, store_option
 
 #: where the artifact's catalog is found when --catalog is not given (--protocol paper)
 DATA_ENV = "TOOLBIAS_TOOLSCHEMASPACE"
@@ -71,7 +71,7 @@ def catalog_spec(given: str | None, protocol: Protocol) -> str:
 @click.option("--appendix", is_flag=True, help="also Figure 4's variants (the remaining methods of each operator)")
 @click.option("--tables", is_flag=True, help="also the arms of Tables 6, 7 and 8 and Table 10's compliance probes, "
               "each printed beside the paper's rows")
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="paper", show_default=True,
+@protocol_option(default="paper",
               help="paper (the artifact's evaluation: the only one comparable with the paper's numbers) or "
                    "toolbias (its own stricter protocol, printed as not comparable)")
 @click.option("--seed", type=int, default=0, show_default=True)

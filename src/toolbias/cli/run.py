@@ -20,13 +20,20 @@ from ..study.defaults import (
     plan_study,
 )
 from ..study.episode import Condition
-from ..study.paper_protocol import Protocol, check_protocol
+from ..study.paper_protocol import check_protocol
 from ..study.runner import Progress as RunProgress
 from ..study.runner import build_study, run_study_async
 from ..study.success import MatchRule
 from ..variants.codec import Control
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, store_option, task_file_option
+from .options import (
+    base_url_option,
+    concurrency_option,
+    model_option,
+    protocol_option,
+    store_option,
+    task_file_option,
+)
 
 
 def _print_infra_errors(console: Console, store: str, study: str, count: int) -> None:
@@ -91,7 +98,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
               "standardisation), paper (the schema-bias artifact's: null/\"\" arguments dropped, numeric-aware, "
               "case-insensitive); auto: the catalog's own (bfcl for BFCL, else exact). A non-default rule is "
               "stored as part of the condition")
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+@protocol_option(
               help="toolbias (toolbias's own evaluation: strict schema validation, replies that list the tools, "
               "state after each call) or paper (the schema-bias artifact's: its hard/loose control for "
               "strict/lenient, its replies and prompt, 1,024 tokens, 16 turns, its success rule; stored as "

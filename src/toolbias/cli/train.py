@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from ..study.defaults import study_config
-from ..study.paper_protocol import Protocol, check_protocol
+from ..study.paper_protocol import check_protocol
 from ..study.runner import select_tasks, study_catalog
 from ..study.splits import load_splits
 from ..training.rl_env import Reward
 from ..training.traces import TraceOptions, sft_examples, training_codecs, training_variants
-from .options import task_file_option
+from .options import protocol_option, task_file_option
 
 
 @click.command("train-data")
@@ -37,7 +37,7 @@ from .options import task_file_option
               help="the splits manifest (default: the catalog's; table4, builtin, a JSON file, or none "
                    "for every task)")
 @click.option("-o", "--output", default="sft.jsonl", show_default=True)
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+@protocol_option(
               help="paper: each trace is an episode of the schema-bias artifact's evaluation (its prompt, "
               "replies, 16 turns, success rule; `mixture` is the artifact's seven-variant mix, each as the "
               "artifact renders it); rows carry \"protocol\": \"paper\"")
@@ -118,7 +118,7 @@ def train_sft(data: str, model: str, output_dir: str, lora: bool, epochs: float 
               "reading of the paper's main reward, which neither the paper's text nor its artifact defines); "
               "exact: exact success only (Table 13's reward ablation); shaped: toolbias's own partial credit "
               "with a rejection cost")
-@click.option("--protocol", type=click.Choice([p.value for p in Protocol]), default="toolbias", show_default=True,
+@protocol_option(
               help="paper: episodes of the schema-bias artifact's evaluation (its prompt, replies, hard/loose "
               "control, 16 turns, 1,024 tokens per turn, success rule; `mixture` is the artifact's seven-variant "
               "mix, each as the artifact renders it)")
