@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default)
-PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch16": "16"}
+PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch8": "8"}
 #: toolbias run options a path adds (16 sequences need 16 episodes in flight: --concurrency)
-PATH_OPTIONS: dict[str, list[str]] = {"batch16": ["--concurrency", "16"]}
+PATH_OPTIONS: dict[str, list[str]] = {"batch8": ["--concurrency", "8"]}
 
 
 @dataclass
@@ -154,8 +154,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="where the stores and reports go, one folder per path (default: a temporary one)")
     ap.add_argument("--paths", default="batched,one",
-                    help="which paths, in order: batched (the default batch), one (one sequence), batch16 "
-                         "(TOOLBIAS_LOCAL_BATCH=16 --concurrency 16)")
+                    help="which paths, in order: batched (the default batch, 16), one (one sequence), batch8 "
+                         "(TOOLBIAS_LOCAL_BATCH=8 --concurrency 8, the previous default)")
     ap.add_argument("extra", nargs="*", help="more toolbias run options (after --)")
     args = ap.parse_args()
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]

@@ -47,7 +47,7 @@ def test_common_prefix_agrees_with_a_plain_scan() -> None:
 @pytest.mark.skipif(not HAS_LLAMA, reason=NO_LLAMA)
 def test_batch_option_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BATCH_ENV, raising=False)
-    assert LocalProvider().batch == LocalProvider().max_concurrency == 8
+    assert LocalProvider().batch == LocalProvider().max_concurrency == 16
     assert LocalProvider("", batch=1).max_concurrency == 1
     monkeypatch.setenv(BATCH_ENV, "3")
     assert LocalProvider().batch == 3 and LocalProvider("", batch="2").batch == 2

@@ -37,6 +37,14 @@ def concurrency_option(fn: F) -> F:
                         help="model requests in flight at once")(fn)
 
 
+def study_concurrency_option(fn: F) -> F:
+    """``--concurrency`` of the commands that play a study (:class:`toolbias.study.StudyConfig`): left
+    out, as many episodes as the model decodes at once (the embedded model: its batch), else 8."""
+    return click.option("--concurrency", type=click.IntRange(min=1), default=None,
+                        help="model requests in flight at once [default: 8; the embedded model: as many as it "
+                             "decodes at once, 16]")(fn)
+
+
 def task_file_option(fn: F) -> F:
     """``--task-file``: the catalog's tasks from a JSONL file (:mod:`toolbias.catalog.taskfile`),
     the same on every command that plays or draws tasks (``StudyConfig.task_file``)."""
@@ -56,4 +64,4 @@ def protocol_option(help: str, *, default: str = "toolbias") -> Callable[[F], F]
 
 
 __all__ = ["MODEL_HELP", "PROTOCOLS", "base_url_option", "concurrency_option", "model_option", "protocol_option",
-           "store_option", "task_file_option"]
+           "store_option", "study_concurrency_option", "task_file_option"]

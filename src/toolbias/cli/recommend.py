@@ -20,10 +20,10 @@ from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
 from .options import (
     base_url_option,
-    concurrency_option,
     model_option,
     protocol_option,
     store_option,
+    study_concurrency_option,
     task_file_option,
 )
 
@@ -43,7 +43,7 @@ from .options import (
               help="as `toolbias run --protocol` (paper: the schema-bias artifact's evaluation; variants whose "
               "reading it does not reproduce yet are refused)")
 @store_option("recommend.db")
-@concurrency_option
+@study_concurrency_option
 @click.option("--halving/--no-halving", default=True, show_default=True,
               help="successive halving (the better half of the candidates plays twice the tasks, until two "
                    "finalists play the whole sample); --no-halving plays every candidate on every task")
@@ -53,7 +53,7 @@ from .options import (
 @task_file_option
 @extra_body_option()
 def recommend_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, sample: int, seed: int,
-                  control: str, match: str, protocol: str, store: str, concurrency: int, halving: bool, export_dir: str | None,
+                  control: str, match: str, protocol: str, store: str, concurrency: int | None, halving: bool, export_dir: str | None,
                   as_json: bool, task_file: str | None, extra_body: str | None) -> None:
     """Estimate candidate variants' success on a small paired sample, rank them and pick one."""
     from .outputs import output_dir

@@ -16,10 +16,10 @@ from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
 from .options import (
     base_url_option,
-    concurrency_option,
     model_option,
     protocol_option,
     store_option,
+    study_concurrency_option,
     task_file_option,
 )
 
@@ -170,7 +170,7 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
               show_default=True)
 @store_option("toolbias.db")
 @click.option("--study", help="study name [default: model|control|condition|probe]")
-@concurrency_option
+@study_concurrency_option
 @click.option("--turn-limit", type=int, help="turns per probe (compliance is decided by the first native "
               "action) [default: 4; --protocol paper: the artifact's 16]")
 @click.option("--temperature", type=float, default=0.0, show_default=True)
@@ -184,7 +184,7 @@ def _import_tau2(store: str, files: tuple[str, ...], variant: str | None, model:
 @task_file_option
 @extra_body_option()
 def probe_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, n_probes: int, seed: int,
-              control: str, condition: str, store: str, study: str | None, concurrency: int, turn_limit: int | None,
+              control: str, condition: str, store: str, study: str | None, concurrency: int | None, turn_limit: int | None,
               temperature: float, max_tokens: int | None, protocol: str, cache: str | None, task_file: str | None,
               extra_body: str | None) -> None:
     """Compliance probes: single-operation instructions per variant (paper Table 10).

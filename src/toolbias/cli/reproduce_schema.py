@@ -33,7 +33,7 @@ from ..study.probes import probe_study
 from ..study.runner import build_study, run_study, run_study_async
 from .display import stdout_console
 from .extra_body import apply_extra_body, extra_body_option
-from .options import base_url_option, concurrency_option, model_option, protocol_option, store_option
+from .options import base_url_option, model_option, protocol_option, store_option, study_concurrency_option
 
 #: where the artifact's catalog is found when --catalog is not given (--protocol paper)
 DATA_ENV = "TOOLBIAS_TOOLSCHEMASPACE"
@@ -76,13 +76,13 @@ def catalog_spec(given: str | None, protocol: Protocol) -> str:
                    "toolbias (its own stricter protocol, printed as not comparable)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @store_option("reproduce-schema.db")
-@concurrency_option
+@study_concurrency_option
 @click.option("--json", "as_json", is_flag=True, help="the placement as JSON on stdout")
 @click.option("--html", type=click.Path(dir_okay=False), help="also write the placement as an HTML page here")
 @extra_body_option()
 def schema_cmd(model: str, base_url: tuple[str, ...], catalog: str | None, sample: int, appendix: bool, tables: bool,
                protocol: str,
-               seed: int, store: str, concurrency: int, as_json: bool, html: str | None,
+               seed: int, store: str, concurrency: int | None, as_json: bool, html: str | None,
                extra_body: str | None) -> None:
     """Run the schema-bias paper's representative variants on your model and print it beside the paper's
     models: success with a 95% interval, change from native, rank per variant. Re-running resumes."""

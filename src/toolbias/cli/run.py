@@ -28,10 +28,10 @@ from ..variants.codec import Control
 from .extra_body import apply_extra_body, extra_body_option
 from .options import (
     base_url_option,
-    concurrency_option,
     model_option,
     protocol_option,
     store_option,
+    study_concurrency_option,
     task_file_option,
 )
 
@@ -105,7 +105,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
               "<condition>@paper)")
 @store_option("toolbias.db", help="SQLite file of the study")
 @click.option("--study", help="study name inside the store [default: model|control|condition, then |CATALOG for a catalog other than builtin]")
-@concurrency_option
+@study_concurrency_option
 @click.option("--workers", type=click.IntRange(min=1), help="processes for CPU-bound models (oracle, scripted, "
               "replay) [default: one per core from 2,000 episodes on; 1: this process only]")
 @click.option("--shard", help="run shard i of n (i/n); merge shards with `toolbias merge`")
@@ -123,7 +123,7 @@ def _calls(value: str | None) -> tuple[int, ...]:
 def run_cmd(model: str, base_url: tuple[str, ...], catalog: str, variants: str, tasks: int | None,
             sample: int | None, domains: str | None, calls: str | None, phrasing: str | None, split: str | None,
             splits: str, seed: int, control: str, condition: str, match: str, protocol: str, store: str,
-            study: str | None, concurrency: int, workers: int | None, shard: str | None, turn_limit: int | None,
+            study: str | None, concurrency: int | None, workers: int | None, shard: str | None, turn_limit: int | None,
             temperature: float, max_tokens: int | None, cache: str | None, user_model: str | None,
             html: str | None, task_file: str | None, extra_body: str | None) -> None:
     """Run a study: a model on every chosen variant x task. Re-running resumes."""

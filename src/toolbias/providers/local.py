@@ -26,7 +26,7 @@ How a turn is produced:
   ``Usage.cached_prompt_tokens``. On top, a small LRU of saved KV states keyed by
   the system+tools prefix (``prefix_states`` option, default 4) restores a prefix
   when requests from different domains interleave.
-- Batching (the default, ``batch`` option 8): requests from concurrent episodes decode
+- Batching (the default, ``batch`` option 16): requests from concurrent episodes decode
   together in one llama.cpp context, one decoding thread, the sequences sharing their
   prompt prefix in the KV cache (:mod:`.llama_batch`); ``max_concurrency`` is ``batch``, so a
   study plays that many episodes at once. ``batch=1`` (or ``TOOLBIAS_LOCAL_BATCH=1``) is the
@@ -110,7 +110,7 @@ XML tags:
 
 _STOP = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"]
 #: requests decoded at once unless the ``batch`` option says otherwise (1: the one-sequence path)
-DEFAULT_BATCH = 8
+DEFAULT_BATCH = 16
 #: the environment variable that sets ``batch`` when the option is not given
 BATCH_ENV = "TOOLBIAS_LOCAL_BATCH"
 
@@ -316,7 +316,7 @@ class LocalProvider(ModelAPI):
     this process may use), ``n_batch`` (512), ``chat_template`` (override the GGUF's), ``sha256``
     (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
     ``flash_attn`` (default on: about 20% faster prompt processing on CPU, measured 62 -> 76
-    tokens/s on 2 cores), ``batch`` (requests decoded at once, default 8 or ``TOOLBIAS_LOCAL_BATCH``;
+    tokens/s on 2 cores), ``batch`` (requests decoded at once, default 16 or ``TOOLBIAS_LOCAL_BATCH``;
     1: the one-sequence path), ``verbose`` (llama.cpp logs). With ``batch`` > 1 the KV cache
     holds ``2 * n_ctx`` tokens shared by ``batch + prefix_states`` sequences.
     """

@@ -118,7 +118,7 @@ def plan_study(*, model: str = "local", catalog: str = "builtin", variants: str 
                split: str | None = None, splits: str = "default", seed: int = 0,
                control: Control | str = Control.STRICT, condition: Condition | str = Condition.BASE,
                turn_limit: int | None = None, temperature: float = 0.0, max_tokens: int | None = None,
-               concurrency: int = 8, workers: int | None = None, shard: str | tuple[int, int] | None = None,
+               concurrency: int | None = None, workers: int | None = None, shard: str | tuple[int, int] | None = None,
                study: str | None = None, cache: str | None = None,
                base_urls: Sequence[str] = (), user_model: str | None = None,
                match: MatchRule | str | None = None,

@@ -65,7 +65,8 @@ class StudyConfig:
     match: MatchRule | None = None
     turn_limit: int = 16
     generate: GenerateConfig = field(default_factory=GenerateConfig)
-    concurrency: int = 8
+    #: episodes (model requests) in flight at once; None: :func:`episodes_at_once`'s default
+    concurrency: int | None = None
     shard: tuple[int, int] | None = None
     study: str | None = None
     cache: str | None = None
@@ -174,6 +175,18 @@ class Study:
                     for c in self.codecs}
         return StudyMeta(self.config.study_name, self.catalog.name, self.catalog.fingerprint(), native,
                          dict(self.classes), variants)
+
+
+#: episodes in flight at once when neither the user nor the model says
+DEFAULT_CONCURRENCY = 8
+
+
+def episodes_at_once(requested: int | None, model_max: int | None) -> int:
+    """Episodes a study plays at once: what the user asked (``--concurrency``), else as many as the
+    model takes at once (the embedded model: its batch), else :data:`DEFAULT_CONCURRENCY`; never
+    more than the model takes."""
+    n = requested or model_max or DEFAULT_CONCURRENCY
+    return min(n, model_max) if model_max else n
 
 
 def codec_steps(codec: Codec) -> list[Any]:
@@ -286,14 +299,14 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     if cfg.protocol is Protocol.PAPER:
         provider.request_form = "paper"  # the artifact's wire form where it has its own (the Responses API)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
-    wrapped = wrap(provider, concurrency=cfg.concurrency, cache=cache)
+    wrapped = wrap(provider, concurrency=episodes_at_once(cfg.concurrency, provider.max_concurrency), cache=cache)
     settings = {"provider": provider.behaviour(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
     if cfg.protocol is not Protocol.TOOLBIAS:
         settings["protocol"] = cfg.protocol.value
     user = None
     if cfg.user_model:
         settings["user_model"] = cfg.user_model
-        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=cfg.concurrency, cache=cache)
+        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=episodes_at_once(cfg.concurrency, provider.max_concurrency), cache=cache)
     catalog = with_phrasing(source, cfg.phrasing)
     if tasks is None and catalog is not source:
         phrased = {(t.domain, t.id): t for t in catalog.tasks}
@@ -454,7 +467,7 @@ async def run_study_async(study: Study, store: Store, on_progress: ProgressFn | 
 
     writer = Writer(store.put_values, on_row=count,
                     on_progress=(lambda: on_progress(prog)) if on_progress else None)
-    concurrency = min(cfg.concurrency, study.max_concurrency or cfg.concurrency)
+    concurrency = episodes_at_once(cfg.concurrency, study.max_concurrency)
     try:
         await play(jobs, todo, writer, concurrency=concurrency, workers=worker_count(study, len(todo)))
     finally:
