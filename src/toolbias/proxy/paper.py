@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..operators.paper import Transactions, answer, in_interval, merged_call, merged_problem
+from ..operators.paper import Route, Transactions, answer, in_interval, merged_call, merged_problem
 from ..providers.base import InfraError
 from ..providers.openai import OpenAIProvider
-from ..study.paper_protocol import TOOL_INSTRUCTION
+from ..study.paper_protocol import TOOL_INSTRUCTION, unknown_function
 from ..variants.spec import VariantSpec
 from .conversation import CallLog
 from .paper_tools import OPERATORS, PROTOCOL_NOTES, ProxyVariant, Settings, build_variant, operator_of
@@ -154,13 +154,20 @@ class PaperConversation:
         turn.refused.add(cid)
         turn.answers.append(_answer(cid, payload))
 
-    def _call(self, turn: Turn, cid: str, name: str, args: dict[str, Any]) -> None:
+    def _route(self, turn: Turn, cid: str, name: str, args: dict[str, Any]) -> Route | None:
+        """The variant's route of ``name``; a name it does not expose is refused under hard control
+        and passed on as a native call under loose control (None either way)."""
         route = self.variant.routes.get(name)
         if route is None:
             if self.hard:
-                self._refuse(turn, cid, {"error": f"Unknown function `{name}`. Use only the provided tools."})
+                self._refuse(turn, cid, unknown_function(name))
             else:
                 turn.natives.append((cid, name, args))
+        return route
+
+    def _call(self, turn: Turn, cid: str, name: str, args: dict[str, Any]) -> None:
+        route = self._route(turn, cid, name, args)
+        if route is None:
             return
         invalid = {"error": f"Invalid call to `{name}`: arguments do not match its schema."}
         if route.kind == "execute":
@@ -217,12 +224,8 @@ class PaperConversation:
     def _discover(self, turn: Turn, cid: str, name: str, args: dict[str, Any]) -> None:
         """Schema discovery, answered as the artifact's whole-catalog environment answers it; a valid
         ``invoke`` becomes the method's native call."""
-        route = self.variant.routes.get(name)
+        route = self._route(turn, cid, name, args)
         if route is None:
-            if self.hard:
-                self._refuse(turn, cid, {"error": f"Unknown function `{name}`. Use only the provided tools."})
-            else:
-                turn.natives.append((cid, name, args))
             return
         got = answer(route, name, args, self.txns, loose=not self.hard, hierarchy=True)
         if got.actions:

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple, Protocol
 from ..catalog.model import Catalog, NativeAction
 from ..operators.base import Call
 from ..variants.codec import Codec, Decoded, Outcome
-from .paper_protocol import ProtocolNotImplemented
+from .paper_protocol import ProtocolNotImplemented, unknown_function
 
 ENCODINGS = ("flat", "nested", "union")
 #: the artifact's discriminator and nested-arguments keys
@@ -445,7 +445,7 @@ class PaperEnv:
         got = self.reader.read(name, args)
         if got is None:
             if self.hard:
-                got = Reading({"error": f"Unknown function `{name}`. Use only the provided tools."}, rejected=True)
+                got = Reading(unknown_function(name), rejected=True)
             else:
                 domain = self.domain if self.unknown_domain is None else self.unknown_domain
                 got = Reading({"status": "ok"}, (NativeAction(domain, name, args),))

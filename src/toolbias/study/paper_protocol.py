@@ -105,6 +105,12 @@ HIERARCHY_INSTRUCTION = ("Use the provided tools to fulfil the request. The cata
 CLASS_GROUPING_INSTRUCTION = HIERARCHY_INSTRUCTION + " Use ONLY the provided functions and their declared arguments."
 
 
+def unknown_function(name: str) -> dict[str, str]:
+    """The artifact's reply, under hard control, to a call of a name it does not expose (its
+    environment's and its proxy's alike)."""
+    return {"error": f"Unknown function `{name}`. Use only the provided tools."}
+
+
 class Runner(str, Enum):
     """Which of the artifact's runners plays a variant (it decides the prompt)."""
 
@@ -171,4 +177,4 @@ PAPER_COMMANDS = ("run", "probe", "recommend", "reproduce schema", "train-data",
 __all__ = ["CLASS_GROUPING_INSTRUCTION", "HIERARCHY_INSTRUCTION", "PAPER_COMMANDS", "PAPER_MAX_TOKENS",
            "PAPER_TURN_LIMIT", "TOOL_INSTRUCTION", "Protocol", "ProtocolNotImplemented", "Runner",
            "check_protocol", "paper_arguments", "paper_key", "paper_match", "paper_system_prompt", "paper_value",
-           "protocol_label", "protocol_of", "runner_of"]
+           "protocol_label", "protocol_of", "runner_of", "unknown_function"]
