@@ -299,14 +299,15 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     if cfg.protocol is Protocol.PAPER:
         provider.request_form = "paper"  # the artifact's wire form where it has its own (the Responses API)
     cache = ResponseCache(cfg.cache) if cfg.cache else None
-    wrapped = wrap(provider, concurrency=episodes_at_once(cfg.concurrency, provider.max_concurrency), cache=cache)
+    at_once = episodes_at_once(cfg.concurrency, provider.max_concurrency)
+    wrapped = wrap(provider, concurrency=at_once, cache=cache)
     settings = {"provider": provider.behaviour(), "generate": cfg.generate.to_dict(), "turn_limit": cfg.turn_limit}
     if cfg.protocol is not Protocol.TOOLBIAS:
         settings["protocol"] = cfg.protocol.value
     user = None
     if cfg.user_model:
         settings["user_model"] = cfg.user_model
-        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=episodes_at_once(cfg.concurrency, provider.max_concurrency), cache=cache)
+        user = wrap(make_provider(cfg.user_model, **cfg.provider_options), concurrency=at_once, cache=cache)
     catalog = with_phrasing(source, cfg.phrasing)
     if tasks is None and catalog is not source:
         phrased = {(t.domain, t.id): t for t in catalog.tasks}
