@@ -147,7 +147,7 @@ def print_work(t: Timing) -> None:
               f"{gen_s:.0f} generating only: {1000 * gen_s / max(1, steps - d['prompt_steps']):.0f} ms/step); "
               f"steps {d['step_s']:.0f} s, of which sampling {d['sample_s']:.1f} s and other Python "
               f"{d['step_s'] - d['decode_s'] - d['sample_s']:.1f} s; decoding thread CPU {d['thread_cpu_s']:.0f} s; "
-              f"preempted {d['preempted']}, evicted {d['evicted']}")
+              f"preempted {d['preempted']}, evicted {d['evicted']}, steps waiting for KV room {d.get('kv_waits', 0)}")
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ def main() -> None:
     if stats is not None:
         print(f"decoder: {stats.steps} steps, {stats.decode_s:.0f} s in llama_decode, {stats.prompt_tokens} prompt "
               f"tokens, {stats.generated_tokens} generated, mean batch {stats.generating / max(1, stats.steps):.1f}, "
-              f"{stats.preempted} preempted, {stats.evicted} evicted")
+              f"{stats.preempted} preempted, {stats.evicted} evicted, {stats.kv_waits} steps waiting for KV room")
 
 
 if __name__ == "__main__":

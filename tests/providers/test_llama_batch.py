@@ -14,7 +14,7 @@ from tests.support.catalogs import THERMOSTAT_TOOLS
 from tests.support.local_model import HAS_LLAMA, NO_LLAMA, embedded_weights
 from toolbias.errors import ProviderError
 from toolbias.providers.base import GenerateConfig, ModelOutput, Usage
-from toolbias.providers.llama_batch import BatchDecoder, common_prefix
+from toolbias.providers.llama_batch import BatchDecoder, cells_held, common_prefix
 from toolbias.providers.local import _STOP, BATCH_ENV, LocalProvider
 
 SYSTEM = {"role": "system", "content": "You control a smart home. Use only the provided tools."}
@@ -42,6 +42,17 @@ def test_common_prefix_agrees_with_a_plain_scan() -> None:
         b = a[: rng.randrange(0, len(a) + 1)] + [rng.randrange(3) for _ in range(rng.randrange(0, 50))]
         plain = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         assert common_prefix(a, b) == common_prefix(b, a) == plain
+
+
+def test_cells_held_counts_every_shared_prefix_once() -> None:
+    """The size of the lists' prefix tree, checked against the set of their distinct prefixes."""
+    rng = random.Random(11)
+    for _ in range(200):
+        base = [rng.randrange(4) for _ in range(rng.randrange(0, 40))]
+        lists = [base[: rng.randrange(0, len(base) + 1)] + [rng.randrange(4) for _ in range(rng.randrange(0, 20))]
+                 for _ in range(rng.randrange(0, 6))]
+        distinct = {tuple(t[:n]) for t in lists for n in range(1, len(t) + 1)}
+        assert cells_held(lists) == len(distinct)
 
 
 @pytest.mark.skipif(not HAS_LLAMA, reason=NO_LLAMA)
@@ -140,21 +151,29 @@ async def test_concurrent_episodes_evaluate_their_shared_prefix_once(batched: Lo
 
 
 @pytest.mark.slow
-def test_a_full_kv_cache_sets_requests_back_and_loses_none(one_sequence: LocalProvider,
-                                                           alone: list[ModelOutput]) -> None:
-    """A cache too small for three prompts at once: idle sequences are evicted, then running
-    ones restart later; every answer is still the one the one-sequence path gives."""
+@pytest.mark.parametrize("reserve", [0, 40])
+def test_a_full_kv_cache_sets_requests_back_and_loses_none(one_sequence: LocalProvider, alone: list[ModelOutput],
+                                                           reserve: int) -> None:
+    """A cache too small for three prompts at once. With room held back for what each request
+    generates, the third waits for room and none is set back; with none held back, a request
+    that outgrows the cache sets the latest running one back, which restarts later. Either way
+    every answer is the one the one-sequence path gives."""
     prepared = [one_sequence._prepare(_messages(s, q), t, c, CFG) for s, t, q, c in REQUESTS[:3]]
-    assert max(len(tokens) for tokens, _, _ in prepared) + CFG.max_tokens < 256  # one fits alone, three do not
+    lengths = [len(tokens) for tokens, _, _ in prepared]
+    assert max(lengths) + CFG.max_tokens < 256 < sum(lengths)  # one fits alone, three do not
     llm = one_sequence._llm
     decoder = BatchDecoder(llm, batch=3, slots=4, kv_cells=256, n_batch=512,
-                           n_threads=2, flash_attn=True, stop=_STOP)
+                           n_threads=2, flash_attn=True, stop=_STOP, gen_reserve=reserve)
     try:
         futures = [decoder.submit(tokens, n, sampling) for tokens, n, sampling in prepared]
         results = [f.result(timeout=300) for f in futures]
     finally:
         decoder.close()
-    assert decoder.stats.preempted >= 1 and decoder.stats.requests > len(prepared)  # set back, admitted again
+    assert decoder.stats.kv_waits >= 1  # the third did not fit beside the others' prompts
+    if reserve:
+        assert decoder.stats.preempted == 0 and decoder.stats.requests == len(prepared)
+    else:
+        assert decoder.stats.preempted >= 1 and decoder.stats.requests > len(prepared)  # set back, admitted again
     parsed = [LocalProvider._to_output(r.text, t, c, Usage(), 0.0) for r, (_, t, _, c) in zip(results, REQUESTS,
                                                                                                  strict=False)]
     # every request answered, as the one-sequence path answers it (up to batching's rounding: see above)

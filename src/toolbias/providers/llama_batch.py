@@ -16,8 +16,16 @@ takes the slot whose tokens share the longest prefix with its prompt: the same s
 one is idle (the next turn of an episode, the next episode of a variant), or a free slot into
 which the shared prefix is copied with ``llama_memory_seq_cp`` (in a unified cache the cells
 are shared, not duplicated); only the rest of the prompt is evaluated. Idle slots are the
-cache of prefixes: a full KV cache evicts the least recently used idle slot first, and only
-then sets a running request back in the queue (it restarts later, from its prompt).
+cache of prefixes.
+
+Room in the KV cache: a request is admitted only when the cells it needs (its prompt beyond the
+longest cached prefix, plus ``gen_reserve`` tokens to generate) fit beside what the cache holds
+(every slot's tokens, shared prefixes counted once, and what running requests still need);
+otherwise least recently used idle slots are evicted, and if that is not enough it waits for a
+running request to end. Episodes with different long prompts (a catalog's domains) then decode
+as many at once as fit, instead of evicting each other's prompts. A request that outgrows its
+reserve in a full cache still sets the latest running request back in the queue (it restarts
+later, from its prompt).
 
 Sampling is llama-cpp-python's own chain for ``create_completion`` (an optional grammar, then
 greedy at temperature 0, else top-k 40, typical 1, top-p, min-p 0.05, temperature, seeded),
@@ -40,6 +48,9 @@ from .base import InfraError
 #: a request's slot keeps at least this many shared tokens to be worth taking over from
 #: another prompt (shorter: a fresh slot, so a cached prefix of another variant survives)
 MIN_SHARED = 32
+#: KV cells held back for each running request's generated tokens when admitting (a tool call
+#: is tens of tokens; a longer answer may still fill the cache, which sets a request back)
+GEN_RESERVE = 256
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class DecoderStats:
     #: running requests set back in the queue because the KV cache was full
     preempted: int = 0
     evicted: int = 0
+    #: decoding steps at which the next request waited because the KV cache had no room for it
+    kv_waits: int = 0
 
 
 @dataclass
@@ -112,6 +125,17 @@ class _Slot:
     tokens: list[int] = field(default_factory=list)
     request: _Request | None = None
     used: int = 0
+
+
+def cells_held(token_lists: list[list[int]]) -> int:
+    """KV cells that sequences holding these tokens occupy when every shared prefix is stored once
+    (the decoder copies prefixes between sequences, so a unified cache shares their cells): the
+    size of the lists' prefix tree."""
+    total, previous = 0, list[int]()
+    for tokens in sorted(token_lists):
+        total += len(tokens) - common_prefix(previous, tokens)
+        previous = tokens
+    return total
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -140,7 +164,7 @@ class BatchDecoder:
     by all slots."""
 
     def __init__(self, llm: Any, *, batch: int, slots: int, kv_cells: int, n_batch: int, n_threads: int,
-                 flash_attn: bool, stop: list[str]) -> None:
+                 flash_attn: bool, stop: list[str], gen_reserve: int = GEN_RESERVE) -> None:
         import llama_cpp
         from llama_cpp import _internals
 
@@ -157,6 +181,8 @@ class BatchDecoder:
         params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                                   else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         self._ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=llm.verbose)
+        self.kv_cells = int(llama_cpp.llama_n_ctx(self._ctx.ctx))
+        self.gen_reserve = max(0, gen_reserve)
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx.ctx))  # llama.cpp keeps it within the cache
         self._mem = self._ctx.memory
         self._vocab = llm._model.vocab
@@ -246,9 +272,11 @@ class BatchDecoder:
         self._room = self.batch
 
     def _admit_queued(self) -> None:
-        """Admit queued requests in order while there is room, except one whose prompt shares a
-        longer prefix with a prompt still being evaluated than with the cache: it waits for
-        that prefix (eight episodes starting together evaluate their shared prefix once)."""
+        """Admit queued requests in order while there is room (sequences and KV cells), except
+        one whose prompt shares a longer prefix with a prompt still being evaluated than with the
+        cache: it waits for that prefix (eight episodes starting together evaluate their shared
+        prefix once). A request the cache has no room for stops admission: the ones behind it
+        wait too, so the queue keeps its order (variant by variant, domain by domain)."""
         waiting: list[_Request] = []
         while self._queue and len(self._running()) < self._room:
             req = self._queue.popleft()
@@ -259,9 +287,43 @@ class BatchDecoder:
                           if s.request is not None and s.request.todo), default=0)
             if coming >= cached + MIN_SHARED:
                 waiting.append(req)
-            else:
+            elif self._fits(req):
                 self._admit(req)
+            else:
+                self.stats.kv_waits += 1
+                self._queue.appendleft(req)
+                break
         self._queue.extendleft(reversed(waiting))
+
+    def _cells_wanted(self) -> int:
+        """Cells the cache holds, plus those running requests will still fill (the rest of their
+        prompts and their generation reserve)."""
+        held = cells_held([s.tokens for s in self._slots if s.tokens])
+        for slot in self._running():
+            req = slot.request
+            assert req is not None
+            held += len(req.todo) + max(0, min(req.max_tokens, self.gen_reserve) - len(req.completion))
+        return held
+
+    def _fits(self, req: _Request) -> bool:
+        """Whether ``req`` fits in the KV cache, evicting least recently used idle slots that it
+        does not continue from; always when nothing runs (a prompt too long for the whole cache
+        then fails as it would alone)."""
+        if not self._running():
+            return True
+        need = len(req.tokens) - max((common_prefix(s.tokens, req.tokens) for s in self._slots), default=0) \
+            + min(req.max_tokens, self.gen_reserve)
+        while self._cells_wanted() + need > self.kv_cells:
+            best = max((common_prefix(s.tokens, req.tokens) for s in self._slots), default=0)
+            idle = [s for s in self._slots if s.request is None and s.tokens
+                    and (best == 0 or common_prefix(s.tokens, req.tokens) < best)]
+            if not idle:
+                return False
+            victim = min(idle, key=lambda s: s.used)
+            self._lc.llama_memory_seq_rm(self._mem, victim.seq, -1, -1)
+            victim.tokens = []
+            self.stats.evicted += 1
+        return True
 
     def _admit(self, req: _Request) -> None:
         """Give ``req`` a slot, reusing the longest cached prefix of its prompt."""
