@@ -11,6 +11,10 @@ counters (:class:`toolbias.providers.llama_batch.DecoderStats`: steps, mean sequ
 seconds inside ``llama_decode`` for prompt-evaluating and generating steps, sampling, the
 thread's own CPU), written by the child process when the provider closes.
 
+The ``warm`` path is the batched path run a second time: it loads the system+tools prefixes the
+``batched`` run saved on disk (:mod:`toolbias.providers.kv_prefixes`) instead of evaluating them;
+the others start with an empty prefix folder, as a first run does.
+
 Goal (issue 23): at most 3 min 30 s wall on an idle 2-core machine, with a finding as clear as the
 one-sequence path's. The paths differ only in ``TOOLBIAS_LOCAL_BATCH`` (unset: the provider's
 default batch; ``1``: one request at a time through ``create_completion``). On a shared machine
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -33,8 +38,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default)
-PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch8": "8"}
+#: path name -> TOOLBIAS_LOCAL_BATCH (None: the provider's default); ``warm`` is ``batched`` run
+#: again with the prompt prefixes the ``batched`` run saved (a repeated study), every other path
+#: starts with no saved prefixes (a first run)
+PATHS: dict[str, str | None] = {"batched": None, "one": "1", "batch8": "8", "warm": None}
 #: toolbias run options a path adds (16 sequences need 16 episodes in flight: --concurrency)
 PATH_OPTIONS: dict[str, list[str]] = {"batch8": ["--concurrency", "8"]}
 
@@ -104,6 +111,11 @@ def time_path(path: str, workdir: Path, extra: list[str]) -> Timing:
     env.pop("TOOLBIAS_LOCAL_BATCH", None)
     if PATHS[path] is not None:
         env["TOOLBIAS_LOCAL_BATCH"] = str(PATHS[path])
+    # saved prompt prefixes: warm reuses the batched run's, every other path starts empty
+    kv = workdir.parent / ("batched" if path == "warm" else path) / "kv"
+    if path != "warm":
+        shutil.rmtree(kv, ignore_errors=True)
+    env["TOOLBIAS_KV_CACHE"] = str(kv)
     stats_file = workdir / "decoder-stats.json"
     stats_file.unlink(missing_ok=True)
     env[STATS_ENV] = str(stats_file)
@@ -147,7 +159,8 @@ def print_work(t: Timing) -> None:
               f"{gen_s:.0f} generating only: {1000 * gen_s / max(1, steps - d['prompt_steps']):.0f} ms/step); "
               f"steps {d['step_s']:.0f} s, of which sampling {d['sample_s']:.1f} s and other Python "
               f"{d['step_s'] - d['decode_s'] - d['sample_s']:.1f} s; decoding thread CPU {d['thread_cpu_s']:.0f} s; "
-              f"preempted {d['preempted']}, evicted {d['evicted']}, steps waiting for KV room {d.get('kv_waits', 0)}")
+              f"preempted {d['preempted']}, evicted {d['evicted']}, steps waiting for KV room {d.get('kv_waits', 0)}; "
+              f"prompt tokens loaded from saved prefixes {d.get('restored_tokens', 0)}")
 
 
 def main() -> None:
@@ -155,7 +168,8 @@ def main() -> None:
     ap.add_argument("--dir", help="where the stores and reports go, one folder per path (default: a temporary one)")
     ap.add_argument("--paths", default="batched,one",
                     help="which paths, in order: batched (the default batch, 16), one (one sequence), batch8 "
-                         "(TOOLBIAS_LOCAL_BATCH=8 --concurrency 8, the previous default)")
+                         "(TOOLBIAS_LOCAL_BATCH=8 --concurrency 8, the previous default), warm (batched again, "
+                         "with the prefixes the batched path saved: a repeated run)")
     ap.add_argument("extra", nargs="*", help="more toolbias run options (after --)")
     args = ap.parse_args()
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
@@ -184,6 +198,9 @@ def main() -> None:
     for t in timings:
         print_work(t)
     by = {t.path: t for t in timings}
+    if "batched" in by and "warm" in by:
+        b, w = by["batched"], by["warm"]
+        print(f"\nbatched (first run) / warm (repeated run): wall {b.wall_s / w.wall_s:.2f}x, CPU {b.cpu_s / w.cpu_s:.2f}x")
     if "batched" in by and "one" in by:
         b, o = by["batched"], by["one"]
         print(f"\none-sequence / batched: wall {o.wall_s / b.wall_s:.2f}x, CPU {o.cpu_s / b.cpu_s:.2f}x "

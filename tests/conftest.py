@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.support.paths import shared_path
+
+# Hermetic runs: the embedded model never loads prompt prefixes an earlier run saved on disk
+# (tests/providers/test_kv_prefixes.py turns the store on, in a folder of its own).
+os.environ.setdefault("TOOLBIAS_KV_CACHE", "off")
 
 
 @pytest.fixture

@@ -27,6 +27,12 @@ as many at once as fit, instead of evicting each other's prompts. A request that
 reserve in a full cache still sets the latest running request back in the queue (it restarts
 later, from its prompt).
 
+Prompt reuse across runs: with a :class:`~.kv_prefixes.PrefixStore`, a request may name how
+many of its leading tokens are a prefix worth keeping (a variant's system prompt and tools).
+Once that prefix is evaluated its sequence's KV state is saved there (its last prompt chunk ends
+exactly at the prefix), and a later request with the same prefix that the cache does not hold
+loads it into a free sequence instead of evaluating it.
+
 Sampling is llama-cpp-python's own chain for ``create_completion`` (an optional grammar, then
 greedy at temperature 0, else top-k 40, typical 1, top-p, min-p 0.05, temperature, seeded),
 and a request stops where ``create_completion`` stops (an end-of-generation token, a stop
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import InfraError
+from .kv_prefixes import MIN_TOKENS, PrefixStore
 
 #: a request's slot keeps at least this many shared tokens to be worth taking over from
 #: another prompt (shorter: a fresh slot, so a cached prefix of another variant survives)
@@ -92,6 +99,8 @@ class DecoderStats:
     prompt_tokens: int = 0
     #: prompt tokens taken from the KV cache (a slot's own tokens or a prefix copied from another)
     reused_tokens: int = 0
+    #: of which loaded from prefixes saved on disk by an earlier run (:mod:`.kv_prefixes`)
+    restored_tokens: int = 0
     generated_tokens: int = 0
     #: tokens of generating sequences per step, summed (divide by ``steps`` for the mean batch)
     generating: int = 0
@@ -117,6 +126,9 @@ class _Request:
     sampler: Any = None
     #: when it was admitted (the latest is the one set back when the cache is full)
     admitted: int = 0
+    #: leading tokens worth keeping on disk (0: none), and whether this request saves them
+    prefix: int = 0
+    save_prefix: bool = False
 
 
 @dataclass
@@ -164,7 +176,8 @@ class BatchDecoder:
     by all slots."""
 
     def __init__(self, llm: Any, *, batch: int, slots: int, kv_cells: int, n_batch: int, n_threads: int,
-                 flash_attn: bool, stop: list[str], gen_reserve: int = GEN_RESERVE) -> None:
+                 flash_attn: bool, stop: list[str], gen_reserve: int = GEN_RESERVE,
+                 prefixes: PrefixStore | None = None) -> None:
         import llama_cpp
         from llama_cpp import _internals
 
@@ -183,6 +196,7 @@ class BatchDecoder:
         self._ctx = _internals.LlamaContext(model=llm._model, params=params, verbose=llm.verbose)
         self.kv_cells = int(llama_cpp.llama_n_ctx(self._ctx.ctx))
         self.gen_reserve = max(0, gen_reserve)
+        self.prefixes = prefixes
         self.n_batch = int(llama_cpp.llama_n_batch(self._ctx.ctx))  # llama.cpp keeps it within the cache
         self._mem = self._ctx.memory
         self._vocab = llm._model.vocab
@@ -201,10 +215,13 @@ class BatchDecoder:
 
     # -- callers --------------------------------------------------------------
 
-    def submit(self, tokens: list[int], max_tokens: int, sampling: Sampling) -> Future[BatchResult]:
-        """Queue one completion of ``tokens`` (non-empty); the future holds its result or an InfraError."""
+    def submit(self, tokens: list[int], max_tokens: int, sampling: Sampling, prefix: int = 0) -> Future[BatchResult]:
+        """Queue one completion of ``tokens`` (non-empty); the future holds its result or an InfraError.
+        ``prefix``: how many leading tokens are worth keeping in the prefix store, if there is one."""
         future: Future[BatchResult] = Future()
         req = _Request(list(tokens), max(1, max_tokens), sampling, future)
+        if self.prefixes is not None and MIN_TOKENS <= prefix < len(tokens):
+            req.prefix = prefix
         with self._cv:
             if self._closing:
                 raise InfraError("the local model was closed", retryable=False)
@@ -333,19 +350,32 @@ class BatchDecoder:
             n = min(common_prefix(slot.tokens, req.tokens), limit)
             if n > shared or (n == shared and best is not None and best.request is not None and slot.request is None):
                 best, shared = slot, n
-        if best is not None and best.request is None and shared >= min(MIN_SHARED, limit):
+        saved = None
+        if req.prefix > shared and self.prefixes is not None:
+            saved = self.prefixes.load(req.tokens[:req.prefix])
+        if saved is None and best is not None and best.request is None and shared >= min(MIN_SHARED, limit):
             target = best  # continue the idle slot's own tokens
         else:
             idle = [s for s in self._slots if s.request is None and s is not best]
             if not idle:  # only the best one is idle: take it over
                 idle = [s for s in self._slots if s.request is None]
             target = min(idle, key=lambda s: (bool(s.tokens), s.used))
-            if target is not best:
+            if target is not best or saved is not None:
                 self._lc.llama_memory_seq_rm(self._mem, target.seq, -1, -1)
                 target.tokens = []
-                if best is not None and shared > 0:
-                    self._lc.llama_memory_seq_cp(self._mem, best.seq, target.seq, 0, shared)
-                    target.tokens = best.tokens[:shared]
+                if saved is not None and self._load_state(target.seq, saved):
+                    target.tokens, shared = req.tokens[:req.prefix], req.prefix
+                    self.stats.restored_tokens += shared
+                else:
+                    if saved is not None and self.prefixes is not None:  # refused: evaluate it again
+                        self.prefixes.discard(req.tokens[:req.prefix])
+                    if best is not None and best is not target and shared > 0:
+                        self._lc.llama_memory_seq_cp(self._mem, best.seq, target.seq, 0, shared)
+                        target.tokens = best.tokens[:shared]
+                    else:
+                        shared = 0
+        req.save_prefix = (req.prefix > shared and self.prefixes is not None
+                           and not self.prefixes.has(req.tokens[:req.prefix]))
         self._lc.llama_memory_seq_rm(self._mem, target.seq, shared, -1)
         target.tokens = target.tokens[:shared]
         req.reused = shared
@@ -356,6 +386,28 @@ class BatchDecoder:
         req.admitted = self._clock
         target.request = req
         self.stats.requests += 1
+
+    def _load_state(self, seq: int, data: bytes) -> bool:
+        """Load a saved prefix into the (empty) sequence ``seq``; False if llama.cpp refuses it."""
+        import ctypes
+
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(self._lc.llama_state_seq_set_data(self._ctx.ctx, buf, len(data), seq)) == 0:
+            self._lc.llama_memory_seq_rm(self._mem, seq, -1, -1)
+            return False
+        return True
+
+    def _save_state(self, slot: _Slot, req: _Request) -> None:
+        """Save the sequence of ``slot``, which holds exactly the request's prefix, to the store."""
+        import ctypes
+
+        req.save_prefix = False
+        assert self.prefixes is not None
+        size = int(self._lc.llama_state_seq_get_size(self._ctx.ctx, slot.seq))
+        buf = (ctypes.c_uint8 * size)()
+        n = int(self._lc.llama_state_seq_get_data(self._ctx.ctx, buf, size, slot.seq))
+        if 0 < n <= size:
+            self.prefixes.save(slot.tokens, bytes(buf)[:n])
 
     def _make_sampler(self, s: Sampling) -> Any:
         lc = self._lc
@@ -406,6 +458,8 @@ class BatchDecoder:
             assert req is not None
             if req.next_token is None and req.todo and n < self.n_batch:
                 chunk = req.todo[: self.n_batch - n]
+                if req.save_prefix and 0 < req.prefix - len(slot.tokens) < len(chunk):
+                    chunk = chunk[: req.prefix - len(slot.tokens)]  # the prefix alone, to be saved
                 last = len(chunk) == len(req.todo)
                 for i, tok in enumerate(chunk):
                     self._put(b, n + i, tok, len(slot.tokens) + i, slot.seq, last and i == len(chunk) - 1)
@@ -440,6 +494,8 @@ class BatchDecoder:
             else:
                 slot.tokens.extend(req.todo[:count])
                 del req.todo[:count]
+                if req.save_prefix and len(slot.tokens) == req.prefix:
+                    self._save_state(slot, req)
         for slot, index in asks:
             req = slot.request
             assert req is not None

@@ -25,7 +25,10 @@ How a turn is produced:
   earlier conversation. The reused count is reported in
   ``Usage.cached_prompt_tokens``. On top, a small LRU of saved KV states keyed by
   the system+tools prefix (``prefix_states`` option, default 4) restores a prefix
-  when requests from different domains interleave.
+  when requests from different domains interleave. On the batched path, evaluated
+  system+tools prefixes are also saved on disk (:mod:`.kv_prefixes`; ``kv_cache`` option or
+  ``TOOLBIAS_KV_CACHE``: a folder, or ``off``), so a later run of the same study loads
+  them instead of evaluating them again.
 - Batching (the default, ``batch`` option 16): requests from concurrent episodes decode
   together in one llama.cpp context, one decoding thread, the sequences sharing their
   prompt prefix in the KV cache (:mod:`.llama_batch`); ``max_concurrency`` is ``batch``, so a
@@ -53,6 +56,7 @@ from typing import Any
 
 from ..errors import MissingExtraError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
+from .kv_prefixes import PrefixStore, default_folder, prefix_key
 from .llama_batch import BatchDecoder, BatchResult, DecoderStats, Sampling
 from .textcalls import find_tool_calls
 from .weights import (
@@ -317,7 +321,9 @@ class LocalProvider(ModelAPI):
     (verify a custom GGUF), ``prefix_states`` (saved KV prefixes, default 4, 0 = off),
     ``flash_attn`` (default on: about 20% faster prompt processing on CPU, measured 62 -> 76
     tokens/s on 2 cores), ``batch`` (requests decoded at once, default 16 or ``TOOLBIAS_LOCAL_BATCH``;
-    1: the one-sequence path), ``verbose`` (llama.cpp logs). With ``batch`` > 1 the KV cache
+    1: the one-sequence path), ``kv_cache`` (where evaluated prompt prefixes are kept across runs,
+    or ``off``; default ``TOOLBIAS_KV_CACHE``, else ``kv/`` in toolbias's cache folder),
+    ``verbose`` (llama.cpp logs). With ``batch`` > 1 the KV cache
     holds ``2 * n_ctx`` tokens shared by ``batch + prefix_states`` sequences.
     """
 
@@ -325,13 +331,14 @@ class LocalProvider(ModelAPI):
 
     def __init__(self, arg: str = "", *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512,
                  chat_template: str | None = None, sha256: str | None = None, prefix_states: int = 4,
-                 flash_attn: bool = True, batch: int | str | None = None, verbose: bool = False,
-                 **options: Any) -> None:
+                 flash_attn: bool = True, batch: int | str | None = None, kv_cache: str | None = None,
+                 verbose: bool = False, **options: Any) -> None:
         if options:
             raise ProviderError(f"unknown option(s) for the local model: {', '.join(sorted(options))}",
                                 fix="use n_ctx, n_threads, n_batch, chat_template, sha256, prefix_states, "
-                                    "flash_attn, batch, verbose")
+                                    "flash_attn, batch, kv_cache, verbose")
         self.batch = _batch_size(batch)
+        self.kv_cache = kv_cache
         #: episodes worth running at once: the batch (1: one after another in plan order, variant by
         #: variant, domain by domain, so the prompt prefix stays in the KV cache)
         self.max_concurrency = self.batch
@@ -409,7 +416,8 @@ class LocalProvider(ModelAPI):
             if batched:
                 self._decoder = BatchDecoder(llm, batch=self.batch, slots=self.batch + self.max_prefix_states,
                                              kv_cells=2 * self.n_ctx, n_batch=self.n_batch, n_threads=threads,
-                                             flash_attn=self.flash_attn, stop=_STOP)
+                                             flash_attn=self.flash_attn, stop=_STOP,
+                                             prefixes=self._prefix_store(path, llama_cpp.__version__))
         except (ValueError, RuntimeError, OSError) as exc:
             raise ProviderError(f"llama.cpp could not load {path}: {exc}",
                                 fix="check that the file is a complete GGUF model llama.cpp supports") from None
@@ -423,6 +431,17 @@ class LocalProvider(ModelAPI):
                                       eos_token=token_text(llm.token_eos()))
         self._llm = llm
         return llm
+
+    def _prefix_store(self, path: Path, engine: str) -> PrefixStore | None:
+        """Where this model's evaluated prefixes are kept across runs (None: ``kv_cache`` off)."""
+        value = self.kv_cache
+        folder = default_folder() if value is None else (None if value.strip().lower() in ("off", "0", "")
+                                                         else Path(value).expanduser())
+        if folder is None:
+            return None
+        st = path.stat()  # a custom GGUF without a pinned hash: its name, size and time stand in
+        model = self.expected_sha256 or f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        return PrefixStore(folder, prefix_key(model, f"llama-cpp-python {engine}", self.flash_attn))
 
     async def check(self) -> None:
         await asyncio.to_thread(self._load_locked)
@@ -457,7 +476,8 @@ class LocalProvider(ModelAPI):
             tokens, max_tokens, sampling = await asyncio.to_thread(self._prepare, messages, tools, tool_choice,
                                                                    config)
             assert self._decoder is not None
-            result = await asyncio.wrap_future(self._decoder.submit(tokens, max_tokens, sampling))
+            keep = self._stored_prefix(messages, tools, tokens)
+            result = await asyncio.wrap_future(self._decoder.submit(tokens, max_tokens, sampling, keep))
             return self._batched_output(result, tokens, tools, tool_choice, t0)
         loop = asyncio.get_running_loop()
         alock = self._alocks.get(loop)
@@ -481,7 +501,8 @@ class LocalProvider(ModelAPI):
             t0 = time.perf_counter()
             tokens, max_tokens, sampling = self._prepare(messages, tools, tool_choice, config)
             assert self._decoder is not None
-            result = self._decoder.submit(tokens, max_tokens, sampling).result()
+            keep = self._stored_prefix(messages, tools, tokens)
+            result = self._decoder.submit(tokens, max_tokens, sampling, keep).result()
             return self._batched_output(result, tokens, tools, tool_choice, t0)
         with self._lock:
             llm = self._load()
@@ -550,6 +571,14 @@ class LocalProvider(ModelAPI):
                             grammar=(grammar._grammar, grammar._root) if grammar is not None else None)
         self.stats.harness_s += time.perf_counter() - t0
         return tokens, max(1, min(config.max_tokens, self.n_ctx - len(tokens))), sampling
+
+    def _stored_prefix(self, messages: list[Message], tools: list[dict[str, Any]], tokens: list[int]) -> int:
+        """How many leading ``tokens`` are the system+tools prefix the decoder may keep on disk (0: none)."""
+        if self._decoder is None or self._decoder.prefixes is None:
+            return 0
+        with self._lock:
+            prefix = self._prefix_tokens(self._llm, messages, tools)
+        return len(prefix) if tuple(tokens[: len(prefix)]) == prefix else 0
 
     def _batched_output(self, result: BatchResult, tokens: list[int], tools: list[dict[str, Any]],
                         tool_choice: str | None, t0: float) -> ModelOutput:
