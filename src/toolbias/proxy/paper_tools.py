@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ToolbiasError
 from ..operators.paper import Route, compile_ops, hierarchy
+from ..study.paper_protocol import TRANSACTION_INSTRUCTION
 
 #: the artifact's operator names, and the paper variant (toolbias's ``paper.<name>``) each stands for
 OPERATORS: dict[str, str] = {
@@ -33,9 +34,7 @@ OPERATORS: dict[str, str] = {
 }
 #: the note the proxy adds to the prompt for the multi-step protocols
 PROTOCOL_NOTES = {
-    "transaction": ("Some actions are transactional: call the begin_* function first, read the returned txn_id, "
-                    "set each argument with the set_* functions (passing that exact txn_id), then call commit_* "
-                    "to execute. Nothing happens until commit."),
+    "transaction": TRANSACTION_INSTRUCTION,
     "disclose": ("Tool argument schemas are progressively disclosed. First call `list_methods` for the relevant "
                  "class, then call `invoke` using the exact method name and argument schema returned by that "
                  "result."),
