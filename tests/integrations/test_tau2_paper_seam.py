@@ -264,6 +264,16 @@ def test_the_ladder_decodes_drops_and_passes_calls_as_the_patch_does(hard: bool,
     assert [c["function"]["name"] for m in next_view for c in m.get("tool_calls") or []][0] == "get_user_details"
 
 
+def test_a_split_tool_runs_with_its_folded_value_and_the_native_name_is_dropped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    change = {"reservation_id": "ZFA04Y", "flights": [], "payment_id": "credit_card_4421486"}
+    script = [{"content": None, "tool_calls": [_call("s1", "update_reservation_flights__cabin_economy", change),
+                                               _call("s2", "update_reservation_flights", {**change, "cabin": "economy"})]}]
+    _, rec = compare(script, "paper.fully_split", {"SCHEMA_VARIANT": "9"}, True, monkeypatch)
+    assert [(c.tool_call.name, c.tool_call.arguments) for c in rec.calls] == [
+        ("update_reservation_flights", {"cabin": "economy", **change})]
+
+
 # -- the stateful seams -----------------------------------------------------------------------
 
 def _transaction_script() -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..catalog.model import Catalog, NativeAction, Task
@@ -250,7 +251,7 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
                 out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
                 outputs, content, calls = [out], out.content or "", out.tool_calls
             else:
-                played = await adapter.turn(lambda view: agent.generate(view, tools, tool_choice, config.generate),
+                played = await adapter.turn(partial(_generate, agent, tools, tool_choice, config.generate),
                                             messages, turn + 1)
                 outputs, content, calls = played.outputs, played.content, tuple(played.calls)
         except InfraError as exc:
@@ -308,6 +309,12 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         rec.evaluation = env.evaluate(rec)
     rec.wall_s = time.perf_counter() - started
     return rec
+
+
+async def _generate(agent: ModelAPI, tools: list[dict[str, Any]], tool_choice: str | None, config: GenerateConfig,
+                    messages: list[Message]) -> ModelOutput:
+    """One request of a turn the adapter plays (it may ask again with the meta traffic of the turn)."""
+    return await agent.generate(messages, tools, tool_choice, config)
 
 
 @dataclass

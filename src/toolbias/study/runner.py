@@ -33,8 +33,8 @@ from ..variants.codec import Codec, Control
 from .env import environment_kind, make_environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .paper_env import PaperCallMap, check_paper_catalog
-from .paper_seam import AdapterEpisode, AdapterPlan, adapter_plan
 from .paper_protocol import Protocol, protocol_label
+from .paper_seam import AdapterEpisode, AdapterPlan, adapter_plan
 from .scoring import score_record
 from .success import MatchRule, condition_label
 
