@@ -188,7 +188,8 @@ def toolbias_run(script: Sequence[dict[str, Any]], variant: str, hard: bool) -> 
     catalog = load_catalog(f"tau2:{DOMAIN}")
     task = next(t for t in catalog.tasks if t.id == TASK)
     plan = adapter_plan(paper_rendering(variant))
-    codec = build_codec(catalog, plan.codec_spec(paper_rendering(variant)))
+    codec = build_codec(catalog, plan.codec_spec(paper_rendering(variant), Tau2Environment.paper_adapter(plan, DOMAIN)))
+    assert codec.function_count() == len(Tau2Environment.paper_adapter(plan, DOMAIN).tools)
     env = Tau2Environment.for_task(catalog, task, user_model=_User())
     adapter = AdapterEpisode(Tau2Environment.paper_adapter(plan, DOMAIN), hard=hard)
     config = EpisodeConfig(control=Control.STRICT if hard else Control.LENIENT, protocol=Protocol.PAPER,

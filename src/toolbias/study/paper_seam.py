@@ -108,14 +108,13 @@ class AdapterPlan:
     def instruction(self) -> str:
         return _INSTRUCTIONS[self.seam]
 
-    def codec_spec(self, spec: VariantSpec) -> VariantSpec:
-        """The variant the study's codec is built from: the variant itself for a call map; for a seam
-        (whose tools are the adapter's, built on the harness's own tools) its name on the native ladder
-        step, so that records and tasks keep the variant's name."""
+    def codec_spec(self, spec: VariantSpec, tools: AdapterTools) -> VariantSpec:
+        """The variant the study's codec is built from (its stored steps and tool count): the variant
+        itself for a call map; for a seam, the ``paper`` step that builds the adapter's ``tools`` (the
+        artifact's seam files are not a catalog's spec files)."""
         if self.seam is Seam.CALL_MAP:
             return spec
-        return VariantSpec(spec.name, ({"op": "paper", "build": "ladder", "k": 5},), spec.description, spec.paper,
-                           spec.tags, spec.source)
+        return VariantSpec(spec.name, (tools.step,), spec.description, spec.paper, spec.tags, spec.source)
 
 
 def adapter_plan(spec: VariantSpec) -> AdapterPlan:
@@ -165,6 +164,8 @@ class AdapterTools:
     domain: str
     tools: list[dict[str, Any]]
     routes: dict[str, Route]
+    #: the ``paper`` operator step that builds the same variant on a catalog
+    step: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, plan: AdapterPlan, domain: str, native: Sequence[Mapping[str, Any]],
@@ -179,18 +180,24 @@ class AdapterTools:
             canon = [canonical(t) for t in native]
             surface = ladder(domain, canon, plan.k) if plan.k is not None else \
                 compile_ops(domain, canon, json.loads(plan.ops or "[]"), where)
+            step = {"op": "paper", "build": "ladder", "k": plan.k} if plan.k is not None else \
+                {"op": "paper", "build": "ops", "ops": json.loads(plan.ops or "[]")}
             return cls(plan, domain, [openai_tool(s) for s, _ in surface.tools],
-                       {str(s["name"]): r for s, r in surface.tools})
+                       {str(s["name"]): r for s, r in surface.tools}, step)
         if plan.seam is Seam.TRANSACTION:  # every tool of two or more arguments
             ops = [{"op": "curry", "tool": f["name"]} for f in functions
                    if len(f.get("parameters", {}).get("properties", {})) >= 2]
             surface = compile_ops(domain, functions, ops, where)
+            step: dict[str, Any] = {"op": "paper", "build": "ops", "ops": ops}
         elif plan.seam is Seam.DISCOVERY:  # one class: the domain
             surface = hierarchy([(domain, f) for f in functions], "disclose")
+            step = {"op": "paper", "build": "hierarchy", "arm": "disclose"}
         else:
-            surface = compile_ops(domain, functions, reference_ops(functions, observed or {}), where)
+            ops = reference_ops(functions, observed or {})
+            surface = compile_ops(domain, functions, ops, where)
+            step = {"op": "paper", "build": "ops", "ops": ops}
         return cls(plan, domain, [{"type": "function", "function": s} for s, _ in surface.tools],
-                   {str(s["name"]): r for s, r in surface.tools})
+                   {str(s["name"]): r for s, r in surface.tools}, step)
 
 
 @dataclass

@@ -325,7 +325,9 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
     if cfg.protocol is Protocol.PAPER and environment_kind(catalog).paper_harness() is not None:
         # the artifact's tau2 adapter plays these variants itself (refused before any work where it cannot)
         adapters = {s.name: adapter_plan(s) for s in specs}
-        specs = [adapters[s.name].codec_spec(s) for s in specs]
+        harness_env = environment_kind(catalog)
+        domain = catalog.domains[0].name  # a harness catalog is one domain (tau2:airline)
+        specs = [adapters[s.name].codec_spec(s, harness_env.paper_adapter(adapters[s.name], domain)) for s in specs]
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
     # tau2 plays under its adapter's harness (run_study_async); other catalogs with their own environment are refused
