@@ -41,8 +41,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..operators.paper import Route, Transactions, answer, classify, compile_ops, hierarchy
-from ..operators.paper._build import ladder
+from ..operators.paper import (
+    Route,
+    Transactions,
+    answer,
+    canonical,
+    classify,
+    compile_ops,
+    hierarchy,
+    ladder,
+    openai_tool,
+)
 from ..providers.base import Message, ModelOutput, ToolCall
 from ..variants.paper import ladder_step
 from ..variants.spec import VariantSpec
@@ -172,10 +181,9 @@ class AdapterTools:
               observed: Mapping[tuple[str, str], set[Any]] | None = None) -> AdapterTools:
         """``native``: the harness's own tools for its agent (OpenAI form); ``observed``: the values of
         each (tool, argument) in the harness's gold actions (the reference seam's tables)."""
-        from ..proxy.paper_tools import canonical, openai_tool
-
         functions = [dict(t.get("function", t)) for t in native]
         where = f"tau2 adapter {plan.variant}"
+        step: dict[str, Any]
         if plan.seam is Seam.CALL_MAP:  # the adapter's canonical form of each tool, markers dropped when sent
             canon = [canonical(t) for t in native]
             surface = ladder(domain, canon, plan.k) if plan.k is not None else \
@@ -188,7 +196,7 @@ class AdapterTools:
             ops = [{"op": "curry", "tool": f["name"]} for f in functions
                    if len(f.get("parameters", {}).get("properties", {})) >= 2]
             surface = compile_ops(domain, functions, ops, where)
-            step: dict[str, Any] = {"op": "paper", "build": "ops", "ops": ops}
+            step = {"op": "paper", "build": "ops", "ops": ops}
         elif plan.seam is Seam.DISCOVERY:  # one class: the domain
             surface = hierarchy([(domain, f) for f in functions], "disclose")
             step = {"op": "paper", "build": "hierarchy", "arm": "disclose"}

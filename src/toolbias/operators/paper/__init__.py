@@ -11,8 +11,9 @@ the private modules stay private.
 """
 
 from ._answers import Transactions, answer, classify, merged_call, merged_problem
-from ._build import OP_KINDS, Route, compile_ops, hierarchy
+from ._build import OP_KINDS, Route, compile_ops, hierarchy, ladder
+from ._canonical import canonical, openai_tool, prose_enum
 from ._shapes import in_interval
 
-__all__ = ["OP_KINDS", "Route", "Transactions", "answer", "classify", "compile_ops", "hierarchy", "in_interval", "merged_call",
-           "merged_problem"]
+__all__ = ["OP_KINDS", "Route", "Transactions", "answer", "canonical", "classify", "compile_ops", "hierarchy", "in_interval",
+           "ladder", "merged_call", "merged_problem", "openai_tool", "prose_enum"]
