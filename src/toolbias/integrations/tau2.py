@@ -13,6 +13,10 @@ The user simulator (``--user-model``): a model spec, prompted with tau2's own us
 guidelines and the task's scenario (``###STOP###`` ends the conversation), or, without
 one, a scripted user that opens with the task's reason for calling and what it knows and
 ends at the agent's first answer (what the oracle needs).
+
+Under ``--protocol paper`` the agent's calls are handled as the artifact's tau2 adapter handles them
+(:mod:`toolbias.study.paper_seam`, on tau2's own agent tools: :func:`agent_tools`), within tau2's
+step and error budget (:meth:`Tau2Environment.paper_harness`).
 """
 
 from __future__ import annotations
