@@ -368,3 +368,26 @@ def test_the_reference_seam_resolves_handles_as_the_patch_does(hard: bool, monke
     calls = [(c.tool_call.name, c.tool_call.arguments) for c in rec.calls]
     assert ("get_user_details", {"user_id": known}) in calls
     assert (("get_user_details", {"user_id": "<UNRESOLVED:h_00000000>"}) in calls) is not hard
+
+
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_every_variant_it_plays_shows_the_patchs_tools_in_both_domains(domain: str) -> None:
+    """The tools alone (no dialogue), every ladder step and seam: the artifact's builders on tau2's tools."""
+    from toolbias.integrations.tau2 import agent_tools
+    from toolbias.study.paper_seam import AdapterPlan, AdapterTools, Seam
+
+    native = agent_tools(domain)
+    with artifact_settings({"SCHEMA_CONTROL": "hard"}):
+        from toolschema import curry_seam, disclose_seam, indirect_seam
+        from toolschema.schema_adapter import SchemaAdapter
+
+        theirs = {k: SchemaAdapter(k=k).transform(json.loads(json.dumps(native)))[0] for k in range(10)}
+        seams = {Seam.TRANSACTION: curry_seam.CurrySeam.get([], json.loads(json.dumps(native))).tools,
+                 Seam.DISCOVERY: disclose_seam.DiscloseSeam.get(json.loads(json.dumps(native)), domain).tools,
+                 Seam.REFERENCE: indirect_seam.IndirectSeam.get(json.loads(json.dumps(native)),
+                                                                observed=gold_values()).tools}
+    for k, tools in theirs.items():
+        assert AdapterTools.build(AdapterPlan("k", Seam.CALL_MAP, k=k), domain, native).tools == tools, k
+    for seam, tools in seams.items():
+        assert AdapterTools.build(AdapterPlan(seam.value, seam), domain, native, gold_values()).tools == tools, seam
+    assert len(theirs[0]) == 1 and len(seams[Seam.TRANSACTION]) > len(native)
