@@ -13,6 +13,10 @@ The user simulator (``--user-model``): a model spec, prompted with tau2's own us
 guidelines and the task's scenario (``###STOP###`` ends the conversation), or, without
 one, a scripted user that opens with the task's reason for calling and what it knows and
 ends at the agent's first answer (what the oracle needs).
+
+Under ``--protocol paper`` the agent's calls are handled as the artifact's tau2 adapter handles them
+(:mod:`toolbias.study.paper_seam`, on tau2's own agent tools: :func:`agent_tools`), within tau2's
+step and error budget (:meth:`Tau2Environment.paper_harness`).
 """
 
 from __future__ import annotations
@@ -224,6 +228,12 @@ class Tau2Environment(EpisodeEnvironment):
 
         return PaperHarness(int(DEFAULT_MAX_STEPS), int(DEFAULT_MAX_ERRORS), DEFAULT_FIRST_AGENT_MESSAGE.content)
 
+    @classmethod
+    def paper_adapter(cls, plan: Any, domain: str) -> Any:
+        """The artifact's tau2 adapter's tools for ``plan`` in ``domain``, built on tau2's own agent tools
+        (the reference seam's tables from the gold values of every domain's tasks)."""
+        return _adapter_tools(plan, domain)
+
     def __init__(self, domain: str, task: Any) -> None:
         self.domain = domain
         self.task = task
@@ -309,6 +319,37 @@ class Tau2Environment(EpisodeEnvironment):
         if len(self._rewards) < self.MEMO_LIMIT:
             self._rewards[key] = result
         return dict(result)
+
+
+@lru_cache(maxsize=64)
+def _adapter_tools(plan: Any, domain: str) -> Any:
+    from ..study.paper_seam import AdapterTools, Seam
+
+    observed = gold_values() if plan.seam is Seam.REFERENCE else None
+    return AdapterTools.build(plan, domain, agent_tools(domain), observed)
+
+
+@cache
+def agent_tools(domain: str) -> list[dict[str, Any]]:
+    """tau2's tools for its agent in ``domain``, as tau2 sends them (OpenAI form, its own JSON Schema)."""
+    with gc_paused():
+        tools = environment_factory(domain)().get_tools()
+    return [json.loads(json.dumps(t.openai_schema)) for t in tools]
+
+
+@cache
+def gold_values() -> dict[tuple[str, str], set[Any]]:
+    """Every scalar value each (tool, argument) takes in the gold actions of tau2's tasks, all domains
+    (the artifact's reference seam reads them from its normalized copy of tau2's tasks)."""
+    seen: dict[tuple[str, str], set[Any]] = {}
+    for domain in DOMAINS:
+        for t in _domain_module(domain).get_tasks():
+            criteria = t.evaluation_criteria
+            for action in (criteria.actions or []) if criteria else []:
+                for param, value in dict(action.arguments).items():
+                    if isinstance(value, (str, int, float, bool)):
+                        seen.setdefault((action.name, param), set()).add(value)
+    return seen
 
 
 class ScriptedUser:

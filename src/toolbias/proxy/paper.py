@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..operators.paper import Route, Transactions, answer, in_interval, merged_call, merged_problem
+from ..operators.paper import Route, Transactions, answer, classify
 from ..providers.base import InfraError
 from ..providers.openai import OpenAIProvider
 from ..study.paper_protocol import TOOL_INSTRUCTION, unknown_function
@@ -166,30 +166,15 @@ class PaperConversation:
         return route
 
     def _call(self, turn: Turn, cid: str, name: str, args: dict[str, Any]) -> None:
-        route = self._route(turn, cid, name, args)
-        if route is None:
-            return
-        invalid = {"error": f"Invalid call to `{name}`: arguments do not match its schema."}
-        if route.kind == "execute":
-            if self.hard and merged_problem(route, args) is not None:
-                self._refuse(turn, cid, invalid)
-                return
-            op, native = merged_call(route, args)
+        route = self.variant.routes.get(name)
+        action, op, native = classify(route, name, args, hard=self.hard)
+        if action == "reject":
+            self._refuse(turn, cid, unknown_function(name) if route is None else
+                         {"error": f"Invalid call to `{name}`: arguments do not match its schema."})
+        elif action == "meta" and route is not None:
+            self._transaction(turn, cid, name, route.kind, route.op, args)
+        else:
             turn.natives.append((cid, op, native))
-            return
-        if route.kind == "named":
-            if self.hard and not all(in_interval(args.get(p), lo, hi) for p, lo, hi in route.preds):
-                self._refuse(turn, cid, invalid)
-                return
-            native = dict(route.fixed)
-            for k, v in args.items():
-                if k in route.pack and isinstance(v, dict):
-                    native.update(v)
-                else:
-                    native[k] = v
-            turn.natives.append((cid, route.op, native))
-            return
-        self._transaction(turn, cid, name, route.kind, route.op, args)
 
     def _transaction(self, turn: Turn, cid: str, name: str, kind: str, op: str, args: dict[str, Any]) -> None:
         """begin answers its handle; set answers ok; commit hands the native call to the harness

@@ -114,6 +114,13 @@ class EpisodeEnvironment:
         (its own harness's budget and first words), or None: the paper's protocol does not play it."""
         return None
 
+    @classmethod
+    def paper_adapter(cls, plan: Any, domain: str) -> Any:
+        """The artifact's adapter tools (:class:`~toolbias.study.paper_seam.AdapterTools`) for ``plan``
+        (an :class:`~toolbias.study.paper_seam.AdapterPlan`) on this harness's own tools in ``domain``;
+        only environments with a :meth:`paper_harness` have them."""
+        raise NotImplementedError(f"{cls.__name__}.paper_adapter")
+
     def execute(self, action: NativeAction, *, trusted: bool = False) -> dict[str, Any]:
         """Run one native action: ``{"ok": bool, ...}`` (an error is a result, not an exception)."""
         raise NotImplementedError(f"{type(self).__name__}.execute")

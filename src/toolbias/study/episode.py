@@ -11,7 +11,8 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ..catalog.model import Catalog, NativeAction, Task
 from ..operators.base import Call, Flag
@@ -21,6 +22,9 @@ from ..variants.instructions import variant_instructions
 from .env import EpisodeEnvironment, PaperHarness, User, make_environment
 from .paper_protocol import Protocol, Runner, paper_system_prompt, protocol_label
 from .success import MatchRule, condition_label
+
+if TYPE_CHECKING:
+    from .paper_seam import AdapterEpisode
 
 DEFAULT_SYSTEM = (
     "You are an assistant that carries out the user's request by calling the provided tools. "
@@ -159,13 +163,15 @@ class EpisodeRecord:
         }
 
 
-def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeConfig) -> str:
+def system_message(codec: Codec, catalog: Catalog, task: Task, config: EpisodeConfig,
+                   instruction: str | None = None) -> str:
     """toolbias's system prompt, the domain's and (``instruction``) the variant's instructions; under
     the paper's protocol the artifact's composition instead (the domain's prompt, a blank line, its
-    tool instruction: what its tau2 adapter appends to tau2's agent prompt), never toolbias's prompt."""
+    tool instruction, or ``instruction``, the adapter seam's own: what its tau2 adapter appends to
+    tau2's agent prompt), never toolbias's prompt."""
     if config.protocol is Protocol.PAPER:
         note = " ".join(variant_instructions(codec)) if config.condition is Condition.INSTRUCTION else None
-        return paper_system_prompt(catalog.domain(task.domain).system, Runner.AGENTIC, note or None)
+        return paper_system_prompt(catalog.domain(task.domain).system, Runner.AGENTIC, note or None, instruction)
     parts = [config.system_prompt]
     domain_system = catalog.domain(task.domain).system
     if domain_system:
@@ -193,25 +199,30 @@ def tool_message(decoded: Decoded, results: list[dict[str, Any]], env: EpisodeEn
 
 
 async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: EpisodeConfig, *,
-                      env: EpisodeEnvironment | None = None, user: User | None = None) -> EpisodeRecord:
+                      env: EpisodeEnvironment | None = None, user: User | None = None,
+                      adapter: AdapterEpisode | None = None) -> EpisodeRecord:
     """Play one task on one variant. Never raises for model behaviour; provider
     failures end the episode with ``Termination.INFRA_ERROR``.
 
     ``env``: the environment the decoded native actions run in (default: the state engine of
     the task's domain); it may also word tool messages (``tool_text(results)``) and judge the
     episode (``evaluate(record) -> {"reward": ...}``). ``user``: a user simulator for
-    multi-turn tasks; without one the task's query is the only user message."""
+    multi-turn tasks; without one the task's query is the only user message. ``adapter``: the
+    artifact's tau2 adapter (:mod:`toolbias.study.paper_seam`) reads the model's calls instead of
+    the codec: its tools and instruction are sent, and only the native calls it decodes enter the
+    conversation and run."""
     started = time.perf_counter()
     catalog = codec.catalog
     agent = model.for_episode(task, codec)
     session = codec.session(task.domain, config.control)
     env = env if env is not None else make_environment(catalog, task)
     user = user if user is not None else env.user
-    tools = codec.schema(task.domain)
+    tools = codec.schema(task.domain) if adapter is None else adapter.tools.tools
     rec = EpisodeRecord(task_id=task.id, domain=task.domain, variant=codec.name, model=model.spec,
                         control=config.control.value, condition=config.condition_label, query=task.query,
                         gold=list(task.gold), accept=_accept(task), match=config.match.value)
-    messages: list[Message] = [{"role": "system", "content": system_message(codec, catalog, task, config)}]
+    instruction = adapter.instruction if adapter is not None else None
+    messages: list[Message] = [{"role": "system", "content": system_message(codec, catalog, task, config, instruction)}]
     rec.messages = messages
     harness = config.harness
     if harness is not None and harness.greeting:
@@ -236,26 +247,33 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
         used += 1
         tool_choice = "required" if (turn == 0 and config.condition is Condition.REQUIRED) else None
         try:
-            out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
+            if adapter is None:
+                out: ModelOutput = await agent.generate(messages, tools, tool_choice, config.generate)
+                outputs, content, calls = [out], out.content or "", out.tool_calls
+            else:
+                played = await adapter.turn(partial(_generate, agent, tools, tool_choice, config.generate),
+                                            messages, turn + 1)
+                outputs, content, calls = played.outputs, played.content, tuple(played.calls)
         except InfraError as exc:
             rec.termination = Termination.INFRA_ERROR
             rec.infra_error = str(exc) or type(exc).__name__
             break
         rec.turns = turn + 1
-        rec.prompt_tokens += out.usage.prompt_tokens
-        rec.completion_tokens += out.usage.completion_tokens
-        rec.cached_prompt_tokens += out.usage.cached_prompt_tokens
-        rec.model_latency_s += out.latency_s
-        if out.recovered:
-            rec.recovered_calls += len(out.tool_calls)
-        assistant: Message = {"role": "assistant", "content": out.content or ""}
-        if out.tool_calls:
+        for out in outputs:
+            rec.prompt_tokens += out.usage.prompt_tokens
+            rec.completion_tokens += out.usage.completion_tokens
+            rec.cached_prompt_tokens += out.usage.cached_prompt_tokens
+            rec.model_latency_s += out.latency_s
+            if out.recovered and adapter is None:
+                rec.recovered_calls += len(out.tool_calls)
+        assistant: Message = {"role": "assistant", "content": content}
+        if calls:
             assistant["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
-                for c in out.tool_calls
+                for c in calls
             ]
         messages.append(assistant)
-        if not out.tool_calls:
+        if not calls:
             env.end_turn()
             if pending:
                 messages.append({"role": "user", "content": pending.pop(0)})
@@ -277,17 +295,26 @@ async def run_episode(task: Task, codec: Codec, model: ModelAPI, config: Episode
             if budget is not None:
                 budget.steps += 1  # the user's reply
             continue
-        for tc in out.tool_calls:  # parallel calls are handled in order
-            messages.append(apply_call(rec, turn, tc, session, env))
+        for tc in calls:  # parallel calls are handled in order
+            messages.append(apply_call(rec, turn, tc, session, env) if adapter is None else
+                            apply_native(rec, turn, tc, task.domain, env))
         if budget is not None:
             budget.steps += 2  # the agent's calls, the environment's reply
     rec.flags.extend(session.finish())
+    if adapter is not None:
+        rec.paper = adapter.summary()
     rec.state_check = env.check()
     rec.messages = messages
     if rec.termination is not Termination.INFRA_ERROR:
         rec.evaluation = env.evaluate(rec)
     rec.wall_s = time.perf_counter() - started
     return rec
+
+
+async def _generate(agent: ModelAPI, tools: list[dict[str, Any]], tool_choice: str | None, config: GenerateConfig,
+                    messages: list[Message]) -> ModelOutput:
+    """One request of a turn the adapter plays (it may ask again with the meta traffic of the turn)."""
+    return await agent.generate(messages, tools, tool_choice, config)
 
 
 @dataclass
@@ -306,6 +333,19 @@ class _Budget:
 def _accept(task: Task) -> list[dict[str, Any]] | None:
     accept = task.meta.get("accept")
     return list(accept) if isinstance(accept, list) and accept else None
+
+
+def apply_native(rec: EpisodeRecord, turn: int, tc: ToolCall, domain: str, env: EpisodeEnvironment) -> Message:
+    """Run one native call (the artifact's tau2 adapter decoded it) in ``env``, record it on ``rec`` and
+    return the tool message the model reads: the environment's own answer."""
+    action = NativeAction(domain, tc.name, dict(tc.arguments or {}))
+    result = env.execute(action)
+    if result.get("ok"):
+        rec.executed.append(action)
+    decoded = Decoded(Call(tc.name, dict(tc.arguments or {})), Outcome.NATIVE, actions=(action,))
+    msg = tool_message(decoded, [result], env)
+    rec.calls.append(CallRecord(turn, tc, decoded, [result], msg))
+    return {"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": msg}
 
 
 def apply_call(rec: EpisodeRecord, turn: int, tc: ToolCall, session: Any, env: EpisodeEnvironment) -> Message:

@@ -466,8 +466,9 @@ class PaperEnv:
 
 
 def check_paper_catalog(catalog: Catalog) -> None:
-    """Refuse a catalog whose tasks run in an environment of their own (tau2, BFCL multi-turn, MCP):
-    the paper's protocol plays the state engine's catalogs (the artifact's, the builtin one)."""
+    """Refuse a catalog whose tasks run in an environment of their own (BFCL multi-turn, MCP): the
+    paper's protocol plays the state engine's catalogs (the artifact's, the builtin one), and tau2's
+    under the artifact's tau2 adapter (:mod:`toolbias.study.paper_seam`; not checked here)."""
     from .env import Environment, environment_kind
 
     if environment_kind(catalog) is not Environment:

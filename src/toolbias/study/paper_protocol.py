@@ -98,6 +98,11 @@ TOOL_INSTRUCTION = (
     "list, even if you know such a function exists. Encode every action using the "
     "tools exactly as defined."
 )
+#: the transaction protocol's note (the artifact's proxy adds it after :data:`TOOL_INSTRUCTION`; its
+#: tau2 adapter sends it instead of that)
+TRANSACTION_INSTRUCTION = ("Some actions are transactional: call the begin_* function first, read the returned txn_id, "
+                           "set each argument with the set_* functions (passing that exact txn_id), then call commit_* "
+                           "to execute. Nothing happens until commit.")
 #: the whole-catalog runners' instructions (``eval/run_hierarchy.py``, ``eval/run_class_grouping.py``)
 HIERARCHY_INSTRUCTION = ("Use the provided tools to fulfil the request. The catalog spans "
                          "several device/service classes; make sure you act on the right one. "
@@ -136,12 +141,13 @@ def runner_of(variant: str) -> Runner:
     return Runner.AGENTIC
 
 
-def paper_system_prompt(domain_system: str, runner: Runner, note: str | None = None) -> str:
+def paper_system_prompt(domain_system: str, runner: Runner, note: str | None = None,
+                        instruction: str | None = None) -> str:
     """The system message of a paper-protocol episode: the domain's system prompt, a blank line,
-    the runner's instruction, and ``note`` (an extra instruction, the artifact's ``SYN_NOTE``)
-    on a line of its own."""
-    instruction = {Runner.AGENTIC: TOOL_INSTRUCTION, Runner.HIERARCHY: HIERARCHY_INSTRUCTION,
-                   Runner.CLASS_GROUPING: CLASS_GROUPING_INSTRUCTION}[runner]
+    the runner's instruction (or ``instruction``: a tau2 adapter seam's own), and ``note`` (an
+    extra instruction, the artifact's ``SYN_NOTE``) on a line of its own."""
+    instruction = instruction or {Runner.AGENTIC: TOOL_INSTRUCTION, Runner.HIERARCHY: HIERARCHY_INSTRUCTION,
+                                  Runner.CLASS_GROUPING: CLASS_GROUPING_INSTRUCTION}[runner]
     return f"{domain_system}\n\n{instruction}" + (f"\n{note}" if note else "")
 
 
@@ -175,6 +181,6 @@ PAPER_COMMANDS = ("run", "probe", "recommend", "reproduce schema", "train-data",
 
 
 __all__ = ["CLASS_GROUPING_INSTRUCTION", "HIERARCHY_INSTRUCTION", "PAPER_COMMANDS", "PAPER_MAX_TOKENS",
-           "PAPER_TURN_LIMIT", "TOOL_INSTRUCTION", "Protocol", "ProtocolNotImplemented", "Runner",
+           "PAPER_TURN_LIMIT", "TOOL_INSTRUCTION", "TRANSACTION_INSTRUCTION", "Protocol", "ProtocolNotImplemented", "Runner",
            "check_protocol", "paper_arguments", "paper_key", "paper_match", "paper_system_prompt", "paper_value",
            "protocol_label", "protocol_of", "runner_of", "unknown_function"]

@@ -34,6 +34,7 @@ from .env import environment_kind, make_environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .paper_env import PaperCallMap, check_paper_catalog
 from .paper_protocol import Protocol, protocol_label
+from .paper_seam import AdapterEpisode, AdapterPlan, adapter_plan
 from .scoring import score_record
 from .success import MatchRule, condition_label
 
@@ -123,6 +124,8 @@ class Study:
     user: ModelAPI | None = None
     #: under the paper's protocol, each variant's reading as the artifact's call map (by variant name)
     paper_maps: dict[str, PaperCallMap] = field(default_factory=dict)
+    #: under the paper's protocol in a harness of its own (tau2), how the artifact's adapter plays each variant
+    adapters: dict[str, AdapterPlan] = field(default_factory=dict)
 
     @property
     def classes(self) -> dict[str, str]:
@@ -318,6 +321,13 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
         cfg = replace(cfg, match=MatchRule(catalog.meta.get("match") or MatchRule.EXACT))
     specs: list[VariantSpec] = paper_variants(cfg.variants) if cfg.protocol is Protocol.PAPER \
         else resolve_variants(cfg.variants)
+    adapters: dict[str, AdapterPlan] = {}
+    if cfg.protocol is Protocol.PAPER and environment_kind(catalog).paper_harness() is not None:
+        # the artifact's tau2 adapter plays these variants itself (refused before any work where it cannot)
+        adapters = {s.name: adapter_plan(s) for s in specs}
+        harness_env = environment_kind(catalog)
+        domain = catalog.domains[0].name  # a harness catalog is one domain (tau2:airline)
+        specs = [adapters[s.name].codec_spec(s, harness_env.paper_adapter(adapters[s.name], domain)) for s in specs]
     codecs = [build_codec(catalog, s) for s in specs]
     paper_maps: dict[str, PaperCallMap] = {}
     # tau2 plays under its adapter's harness (run_study_async); other catalogs with their own environment are refused
@@ -328,7 +338,7 @@ def build_study(cfg: StudyConfig, model: ModelAPI | None = None,
             paper_maps[codec.name] = PaperCallMap(codec)
             paper_maps[codec.name].check(domains)
     return Study(cfg, catalog, codecs, chosen, wrapped, stable_hash(settings), provider.max_concurrency, user,
-                 paper_maps)
+                 paper_maps, adapters)
 
 
 def row_for(study: Study, key: str, rec: EpisodeRecord) -> EpisodeRow:
@@ -408,7 +418,10 @@ class EpisodeJobs(JobKind[PlanItem, EpisodeRecord]):
             return await run_paper_episode(item[2], item[1], self.study.model, self.episode_cfg,
                                            self.study.paper_maps[item[1].name])
         env = make_environment(self.study.catalog, item[2], self.study.user)
-        return await run_episode(item[2], item[1], self.study.model, self.episode_cfg, env=env)
+        plan = self.study.adapters.get(item[1].name)
+        adapter = None if plan is None else AdapterEpisode(type(env).paper_adapter(plan, item[2].domain),
+                                                           hard=self.episode_cfg.control is Control.STRICT)
+        return await run_episode(item[2], item[1], self.study.model, self.episode_cfg, env=env, adapter=adapter)
 
     def row(self, item: PlanItem, key: str, result: EpisodeRecord) -> tuple[Any, ...]:
         return row_for(self.study, key, result).values()

@@ -10,9 +10,10 @@ The names other packages use (the proxy's paper mode, the spec-file loader) are 
 the private modules stay private.
 """
 
-from ._answers import Transactions, answer, merged_call, merged_problem
-from ._build import OP_KINDS, Route, compile_ops, hierarchy
+from ._answers import Transactions, answer, classify, merged_call, merged_problem
+from ._build import OP_KINDS, Route, compile_ops, hierarchy, ladder
+from ._canonical import canonical, openai_tool, prose_enum
 from ._shapes import in_interval
 
-__all__ = ["OP_KINDS", "Route", "Transactions", "answer", "compile_ops", "hierarchy", "in_interval", "merged_call",
-           "merged_problem"]
+__all__ = ["OP_KINDS", "Route", "Transactions", "answer", "canonical", "classify", "compile_ops", "hierarchy", "in_interval",
+           "ladder", "merged_call", "merged_problem", "openai_tool", "prose_enum"]

@@ -91,6 +91,37 @@ def _named(route: Route, name: str, args: dict[str, Any], loose: bool, hierarchy
     return Answer({"status": "ok", "executed": route.op}, (Action(route.domain, route.op, native),), flags=tuple(flags))
 
 
+def classify(route: Route | None, name: str, args: Mapping[str, Any], *, hard: bool
+             ) -> tuple[str, Any, dict[str, Any]]:
+    """The artifact's reading of one call of a stateless surface without running it (its
+    ``schema_adapter.classify_call``, which its proxy and its tau2 adapter share): ``(action,
+    native name, native arguments)``, ``action`` one of ``"exec"``, ``"reject"`` (hard control
+    only: a name the variant lacks, a dispatcher call :func:`merged_problem` refuses, a split
+    tool's value outside its interval) or ``"meta"`` (a resolver, ``begin`` or ``set`` step, named
+    as called; a ``commit`` step, named by its native tool). A name the variant lacks (``route``
+    None) runs as called under loose control; a dispatcher call naming no operation has native
+    name None."""
+    args = dict(args)
+    if route is None:
+        return ("reject" if hard else "exec"), name, args
+    if route.kind in ("resolver", "begin", "set", "commit"):
+        return "meta", route.op if route.kind == "commit" else name, args
+    if route.kind == "execute":
+        if hard and merged_problem(route, args) is not None:
+            return "reject", name, args
+        op, native = merged_call(route, args)
+        return "exec", op, native
+    if hard and not all(in_interval(args.get(p), lo, hi) for p, lo, hi in route.preds):
+        return "reject", route.op, args
+    native = dict(route.fixed)
+    for k, v in args.items():
+        if k in route.pack and isinstance(v, dict):
+            native.update(v)
+        else:
+            native[k] = v
+    return "exec", route.op, native
+
+
 def merged_problem(route: Route, args: Mapping[str, Any]) -> str | None:
     """The artifact's hard-control check of a dispatcher call (None: accepted)."""
     ops = route.ops
@@ -260,5 +291,5 @@ def _resolve(route: Route, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"error": f"no {route.param} matching {raw!r}"}
 
 
-__all__ = ["Action", "Answer", "BEGIN_STATUS", "SET_HINT", "TXN_PREFIX", "Transactions", "answer", "merged_call",
+__all__ = ["Action", "Answer", "BEGIN_STATUS", "SET_HINT", "TXN_PREFIX", "Transactions", "answer", "classify", "merged_call",
            "merged_problem"]
