@@ -11,12 +11,13 @@ configuration differs from the new one is refused with the differences listed.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from .base.canonical import canonical_json, sha256_of, sha256_text
 from .base.database import EPISODE_COLUMNS, Database, insert_sql
@@ -441,18 +442,47 @@ def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, 
     return df
 
 
+_NARROW_SUCCESS = NARROW_COLUMNS.index("success")
+#: the end of an exported line as a text-mode file writes ``"\n"`` on this platform
+_EOL = os.linesep.encode()
+
+
+def export_jsonl(store: Store, fh: BinaryIO) -> int:
+    """Write every finished episode to ``fh`` as one JSON object a line: the narrow columns in
+    :data:`COLUMNS` order, then ``record``. The line is :func:`record_json` of that object; the
+    stored record is written through as it is stored (every writer stored it as
+    :func:`record_json` text, so parsing and encoding it again gives the same bytes), except a
+    record holding a lone surrogate (stored ASCII-escaped: its line is escaped whole), which is
+    encoded again as before. Returns the episodes written."""
+    q = f"SELECT {','.join(NARROW_COLUMNS)}, record FROM episodes WHERE status='done' ORDER BY rowid"
+    utf8 = store.packer.unpack_utf8
+    encode = _RECORD_ENCODER.encode
+    n = 0
+    tail = b"}" + _EOL
+    for batch in store.batches(q, (), 1000):
+        parts: list[bytes] = []  # joined once per batch: a record's bytes are copied once
+        for row in batch:
+            values = list(row[:-1])
+            if values[_NARROW_SUCCESS] is not None:
+                values[_NARROW_SUCCESS] = bool(values[_NARROW_SUCCESS])
+            head = dict(zip(NARROW_COLUMNS, values, strict=True))
+            text = utf8(row[-1])
+            if b"\\ud" in text:  # a surrogate escape (rare): the record and its line as record_json words them
+                head["record"] = json.loads(text)
+                parts += (record_json(head).encode("utf-8"), _EOL)
+            else:
+                parts += (encode(head)[:-1].encode("utf-8"), b',"record":', text, tail)
+        fh.write(b"".join(parts))
+        n += len(batch)
+    return n
+
+
 def export(store: str | Path, fmt: str, output: str | Path) -> int:
     """Write finished episodes as ``jsonl`` (full records), ``csv`` or ``parquet`` (flat columns)."""
     out = Path(output)
     if fmt == "jsonl":
-        n = 0
-        with Store(store) as s, out.open("w", encoding="utf-8") as fh:
-            for r in s.rows(kind=None):
-                d = {c: getattr(r, c) for c in COLUMNS if c != "record"}
-                d["record"] = r.record
-                fh.write(record_json(d) + "\n")
-                n += 1
-        return n
+        with Store(store) as s, out.open("wb") as fh:
+            return export_jsonl(s, fh)
     df = episodes_dataframe(store, kind=None)
     if fmt == "csv":
         df.to_csv(out, index=False)
