@@ -161,7 +161,8 @@ class EpisodeRow:
 
 @dataclass(frozen=True)
 class VariantMeta:
-    """What one variant of a study was when the study ran: its steps and its function count."""
+    """What one variant of a study was when the study ran: its steps and its function count (on a
+    catalog of isolated domains, BFCL's entries, the count over the entries the study plays)."""
 
     variant: str
     steps: list[Any]

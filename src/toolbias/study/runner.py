@@ -30,6 +30,7 @@ from ..providers.wrapper import ProviderWrapper, ResponseCache, WrapperStats, wr
 from ..store import COLUMNS, EpisodeRow, Store, StudyMeta, VariantMeta, episode_keys, stable_hash
 from ..variants import VariantSpec, build_codec, resolve_variants
 from ..variants.codec import Codec, Control
+from ..variants.isolated import IsolatedCodec, isolated
 from .env import environment_kind, make_environment
 from .episode import Condition, EpisodeConfig, EpisodeRecord, Termination, run_episode
 from .paper_env import PaperCallMap, check_paper_catalog
@@ -169,9 +170,17 @@ class Study:
         }
 
     def meta(self) -> StudyMeta:
-        """What the report needs to know about this study's catalog and variants, stored when it runs."""
-        native = Codec(self.catalog, []).function_count()
-        variants = {c.name: VariantMeta(c.name, codec_steps(c), stable_hash(codec_steps(c), 8), c.function_count())
+        """What the report needs to know about this study's catalog and variants, stored when it runs.
+        On a catalog of isolated domains (BFCL entries: each variant built per entry, when an episode
+        needs it) the function counts are those of the entries the study plays: building every
+        entry's variants for a sample of a few cost tens of seconds."""
+        played = sorted({t.domain for t in self.tasks}) if isolated(self.catalog) else None
+        native = sum(len(self.catalog.domain(d).tools) for d in played) if played is not None \
+            else Codec(self.catalog, []).function_count()
+
+        def count(codec: Codec) -> int:
+            return codec.function_count(played) if isinstance(codec, IsolatedCodec) else codec.function_count()
+        variants = {c.name: VariantMeta(c.name, codec_steps(c), stable_hash(codec_steps(c), 8), count(c))
                     for c in self.codecs}
         return StudyMeta(self.config.study_name, self.catalog.name, self.catalog.fingerprint(), native,
                          dict(self.classes), variants)
