@@ -15,7 +15,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -171,9 +171,19 @@ class VariantMeta:
 
 
 @dataclass(frozen=True)
+class DomainMeta:
+    """One domain a study plays: its native functions, and the functions an episode there sees
+    under each variant (the per-domain ratios of Figure 3's query-weighted x-axis)."""
+
+    native_function_count: int
+    function_counts: dict[str, int]
+
+
+@dataclass(frozen=True)
 class StudyMeta:
     """What a study's catalog and variants were when it ran, stored with it so a report needs
-    neither the catalog file nor the variant registry (a variant given as a spec file included)."""
+    neither the catalog file nor the variant registry (a variant given as a spec file included).
+    ``domains``: the domains it plays (studies stored before toolbias kept them have none)."""
 
     study: str
     catalog: str
@@ -181,6 +191,7 @@ class StudyMeta:
     native_function_count: int
     classes: dict[str, str]
     variants: dict[str, VariantMeta]
+    domains: dict[str, DomainMeta] = field(default_factory=dict)
 
 
 class Store(Database):
@@ -240,6 +251,9 @@ class Store(Database):
             self.db.executemany("INSERT OR REPLACE INTO study_variants VALUES (?, ?, ?, ?, ?)",
                                 [(meta.study, v.variant, canonical_json(v.steps), v.steps_hash, v.function_count)
                                  for v in meta.variants.values()])
+            self.db.executemany("INSERT OR REPLACE INTO study_domains VALUES (?, ?, ?, ?)",
+                                [(meta.study, d, dm.native_function_count, canonical_json(dm.function_counts))
+                                 for d, dm in meta.domains.items()])
             self.db.commit()
 
     def study_meta(self) -> dict[str, StudyMeta]:
@@ -251,7 +265,13 @@ class Store(Database):
         for study, variant, steps, steps_hash, count in self.query(
                 "SELECT study, variant, steps, steps_hash, function_count FROM study_variants ORDER BY rowid"):
             variants.setdefault(study, {})[variant] = VariantMeta(variant, json.loads(steps), steps_hash, count)
-        return {study: StudyMeta(study, catalog, fp, native, json.loads(classes), variants.get(study, {}))
+        domains: dict[str, dict[str, DomainMeta]] = {}
+        if self.has_table("study_domains"):  # (an older file opened read-only has none)
+            for study, domain, native, counts in self.query(
+                    "SELECT study, domain, native_function_count, function_counts FROM study_domains ORDER BY rowid"):
+                domains.setdefault(study, {})[domain] = DomainMeta(native, json.loads(counts))
+        return {study: StudyMeta(study, catalog, fp, native, json.loads(classes), variants.get(study, {}),
+                                 domains.get(study, {}))
                 for study, catalog, fp, native, classes in self.query(
                     "SELECT study, catalog, fingerprint, native_function_count, classes FROM study_catalogs")}
 
@@ -396,7 +416,8 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
     return counts
 
 
-_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants", "record_dicts"})
+_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants", "study_domains",
+                          "record_dicts"})
 
 
 def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:
