@@ -61,12 +61,13 @@ def stored_weighted_ratios(metas: Mapping[str, StudyMeta], studies: Sequence[str
     for v in variants:
         counts: dict[str, tuple[int, int]] = {}
         for d, w in weights.items():
+            if w <= 0:
+                continue
             found = next(((dm.native_function_count, dm.function_counts[v]) for domains in stored
-                          if (dm := domains.get(d)) is not None and v in dm.function_counts), None) if w > 0 else None
-            if found is not None:
-                counts[d] = found
-            elif w > 0:
+                          if (dm := domains.get(d)) is not None and v in dm.function_counts), None)
+            if found is None:
                 break
+            counts[d] = found
         else:
             ratio = weighted_ratio(counts.__getitem__, weights)
             if ratio is not None:
