@@ -469,7 +469,7 @@ _NARROW_SUCCESS = NARROW_COLUMNS.index("success")
 _EOL = os.linesep.encode()
 
 
-def export_jsonl(store: Store, fh: BinaryIO) -> int:
+def _export_jsonl(store: Store, fh: BinaryIO) -> int:
     """Write every finished episode to ``fh`` as one JSON object a line: the narrow columns in
     :data:`COLUMNS` order, then ``record``. The line is :func:`record_json` of that object; the
     stored record is written through as it is stored (every writer stored it as
@@ -504,7 +504,7 @@ def export(store: str | Path, fmt: str, output: str | Path) -> int:
     out = Path(output)
     if fmt == "jsonl":
         with Store(store) as s, out.open("wb") as fh:
-            return export_jsonl(s, fh)
+            return _export_jsonl(s, fh)
     df = episodes_dataframe(store, kind=None)
     if fmt == "csv":
         df.to_csv(out, index=False)
