@@ -11,12 +11,13 @@ configuration differs from the new one is refused with the differences listed.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from .base.canonical import canonical_json, sha256_of, sha256_text
 from .base.database import EPISODE_COLUMNS, Database, insert_sql
@@ -160,7 +161,8 @@ class EpisodeRow:
 
 @dataclass(frozen=True)
 class VariantMeta:
-    """What one variant of a study was when the study ran: its steps and its function count."""
+    """What one variant of a study was when the study ran: its steps and its function count (on a
+    catalog of isolated domains, BFCL's entries, the count over the entries the study plays)."""
 
     variant: str
     steps: list[Any]
@@ -169,9 +171,19 @@ class VariantMeta:
 
 
 @dataclass(frozen=True)
+class DomainMeta:
+    """One domain a study plays: its native functions, and the functions an episode there sees
+    under each variant (the per-domain ratios of Figure 3's query-weighted x-axis)."""
+
+    native_function_count: int
+    function_counts: dict[str, int]
+
+
+@dataclass(frozen=True)
 class StudyMeta:
     """What a study's catalog and variants were when it ran, stored with it so a report needs
-    neither the catalog file nor the variant registry (a variant given as a spec file included)."""
+    neither the catalog file nor the variant registry (a variant given as a spec file included).
+    ``domains``: the domains it plays (studies stored before toolbias kept them have none)."""
 
     study: str
     catalog: str
@@ -179,6 +191,7 @@ class StudyMeta:
     native_function_count: int
     classes: dict[str, str]
     variants: dict[str, VariantMeta]
+    domains: dict[str, DomainMeta] = field(default_factory=dict)
 
 
 class Store(Database):
@@ -238,6 +251,9 @@ class Store(Database):
             self.db.executemany("INSERT OR REPLACE INTO study_variants VALUES (?, ?, ?, ?, ?)",
                                 [(meta.study, v.variant, canonical_json(v.steps), v.steps_hash, v.function_count)
                                  for v in meta.variants.values()])
+            self.db.executemany("INSERT OR REPLACE INTO study_domains VALUES (?, ?, ?, ?)",
+                                [(meta.study, d, dm.native_function_count, canonical_json(dm.function_counts))
+                                 for d, dm in meta.domains.items()])
             self.db.commit()
 
     def study_meta(self) -> dict[str, StudyMeta]:
@@ -249,7 +265,13 @@ class Store(Database):
         for study, variant, steps, steps_hash, count in self.query(
                 "SELECT study, variant, steps, steps_hash, function_count FROM study_variants ORDER BY rowid"):
             variants.setdefault(study, {})[variant] = VariantMeta(variant, json.loads(steps), steps_hash, count)
-        return {study: StudyMeta(study, catalog, fp, native, json.loads(classes), variants.get(study, {}))
+        domains: dict[str, dict[str, DomainMeta]] = {}
+        if self.has_table("study_domains"):  # (an older file opened read-only has none)
+            for study, domain, native, counts in self.query(
+                    "SELECT study, domain, native_function_count, function_counts FROM study_domains ORDER BY rowid"):
+                domains.setdefault(study, {})[domain] = DomainMeta(native, json.loads(counts))
+        return {study: StudyMeta(study, catalog, fp, native, json.loads(classes), variants.get(study, {}),
+                                 domains.get(study, {}))
                 for study, catalog, fp, native, classes in self.query(
                     "SELECT study, catalog, fingerprint, native_function_count, classes FROM study_catalogs")}
 
@@ -394,7 +416,8 @@ def merge_stores(inputs: Sequence[str | Path], output: str | Path) -> dict[str, 
     return counts
 
 
-_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants", "record_dicts"})
+_CORE_TABLES = frozenset({"meta", "studies", "episodes", "study_catalogs", "study_variants", "study_domains",
+                          "record_dicts"})
 
 
 def _copy_other_tables(src: sqlite3.Connection, dst: sqlite3.Connection) -> int:
@@ -441,18 +464,47 @@ def episodes_dataframe(store: str | Path | Store, *, with_record: bool = False, 
     return df
 
 
+_NARROW_SUCCESS = NARROW_COLUMNS.index("success")
+#: the end of an exported line as a text-mode file writes ``"\n"`` on this platform
+_EOL = os.linesep.encode()
+
+
+def _export_jsonl(store: Store, fh: BinaryIO) -> int:
+    """Write every finished episode to ``fh`` as one JSON object a line: the narrow columns in
+    :data:`COLUMNS` order, then ``record``. The line is :func:`record_json` of that object; the
+    stored record is written through as it is stored (every writer stored it as
+    :func:`record_json` text, so parsing and encoding it again gives the same bytes), except a
+    record holding a lone surrogate (stored ASCII-escaped: its line is escaped whole), which is
+    encoded again as before. Returns the episodes written."""
+    q = f"SELECT {','.join(NARROW_COLUMNS)}, record FROM episodes WHERE status='done' ORDER BY rowid"
+    utf8 = store.packer.unpack_utf8
+    encode = _RECORD_ENCODER.encode
+    n = 0
+    tail = b"}" + _EOL
+    for batch in store.batches(q, (), 1000):
+        parts: list[bytes] = []  # joined once per batch: a record's bytes are copied once
+        for row in batch:
+            values = list(row[:-1])
+            if values[_NARROW_SUCCESS] is not None:
+                values[_NARROW_SUCCESS] = bool(values[_NARROW_SUCCESS])
+            head = dict(zip(NARROW_COLUMNS, values, strict=True))
+            text = utf8(row[-1])
+            if b"\\ud" in text:  # a surrogate escape (rare): the record and its line as record_json words them
+                head["record"] = json.loads(text)
+                parts += (record_json(head).encode("utf-8"), _EOL)
+            else:
+                parts += (encode(head)[:-1].encode("utf-8"), b',"record":', text, tail)
+        fh.write(b"".join(parts))
+        n += len(batch)
+    return n
+
+
 def export(store: str | Path, fmt: str, output: str | Path) -> int:
     """Write finished episodes as ``jsonl`` (full records), ``csv`` or ``parquet`` (flat columns)."""
     out = Path(output)
     if fmt == "jsonl":
-        n = 0
-        with Store(store) as s, out.open("w", encoding="utf-8") as fh:
-            for r in s.rows(kind=None):
-                d = {c: getattr(r, c) for c in COLUMNS if c != "record"}
-                d["record"] = r.record
-                fh.write(record_json(d) + "\n")
-                n += 1
-        return n
+        with Store(store) as s, out.open("wb") as fh:
+            return _export_jsonl(s, fh)
     df = episodes_dataframe(store, kind=None)
     if fmt == "csv":
         df.to_csv(out, index=False)

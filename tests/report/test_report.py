@@ -215,6 +215,29 @@ def test_json(outputs: dict[str, Any], study: dict[str, Any]) -> None:
     assert data["variant_steps"]["native"] == [] and set(data["variant_steps"]) == set(data["variants"])
 
 
+def test_function_ratios_are_read_from_the_counts_the_studies_stored(study: dict[str, Any], tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Figure 3's query-weighted ratios come from each played domain's function counts as the
+    studies stored them: no codec is rebuilt, and the report equals the one that rebuilds every
+    variant from the catalog (a copy of the store whose studies stored no domain counts)."""
+    from toolbias.report import grid
+
+    rebuilt_for: list[list[str]] = []
+    rebuild = grid.function_ratios
+    monkeypatch.setattr(grid, "function_ratios", lambda spec, variants, *a: rebuilt_for.append(list(variants))
+                        or rebuild(spec, variants, *a))
+    stored = build_report(study["store"], settings=FAST)
+    assert rebuilt_for == [] and set(stored.function_ratios) == set(stored.variants)
+    old = tmp_path / "old.db"
+    shutil.copy(study["store"], old)
+    with sqlite3.connect(old) as db:
+        assert db.execute("DELETE FROM study_domains").rowcount > 0
+    monkeypatch.setitem(OPERATORS, NamespaceByClass.op, NamespaceByClass)  # the spec file's operator: rebuildable
+    rebuilt = build_report(old, settings=FAST)
+    assert rebuilt_for == [stored.variants]
+    assert {**stored.to_json(), "store": ""} == {**rebuilt.to_json(), "store": ""}
+
+
 def test_csv_is_the_per_episode_table(outputs: dict[str, Any], study: dict[str, Any]) -> None:
     csv = pd.read_csv(outputs["csv"])
     assert len(csv) == len(_db(study["store"]))

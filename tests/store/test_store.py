@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -12,7 +13,16 @@ from tests.support.catalogs import mini_catalog
 from toolbias.errors import StoreError
 from toolbias.providers.scripted import ScriptedProvider
 from toolbias.report import ReportSettings, build_report, dumps
-from toolbias.store import Store, episode_key, episodes_dataframe, export, merge_stores, stable_hash
+from toolbias.store import (
+    COLUMNS,
+    Store,
+    episode_key,
+    episodes_dataframe,
+    export,
+    merge_stores,
+    record_json,
+    stable_hash,
+)
 from toolbias.study.runner import StudyConfig, build_study, run_study, sample_tasks
 
 CAT = mini_catalog()
@@ -118,6 +128,48 @@ def test_export_formats_and_dataframe(tmp_path):
     assert set(pd.read_parquet(tmp_path / "e.parquet").variant) == {"native", "strip_descriptions"}
     df = episodes_dataframe(db)
     assert df.success.all() and len(df) == 16
+
+
+def _export_as_before(db, out):
+    """``export(db, "jsonl", out)`` as toolbias wrote it before records were written through:
+    every record parsed, then each line encoded whole with ``record_json``."""
+    n = 0
+    with Store(db) as s, out.open("w", encoding="utf-8") as fh:
+        for r in s.rows(kind=None):
+            d = {c: getattr(r, c) for c in COLUMNS if c != "record"}
+            d["record"] = r.record
+            fh.write(record_json(d) + "\n")
+            n += 1
+    return n
+
+
+def test_jsonl_export_writes_the_same_bytes_as_encoding_every_record_again(tmp_path):
+    """Packed and text records, before and after the study's dictionary, a lone surrogate (its
+    line escaped whole), escapes that only look like one, non-ASCII text and unscored and
+    infra-error rows: the written-through export equals the previous one byte for byte."""
+    db = tmp_path / "s.db"
+    run_study(study(), db)
+    odd = [{"text": "caf\u00e9 \u4e2d \U0001f600", "n": [1.5, -0.0, 1e300, None, True], "empty": {}},
+           {"bad": "\ud83d broken surrogate", "fine": "\u00e9"},
+           {"looks": "\\ud83d is text, not an escape", "nested": [[{"a": "\n\t\"q\""}]]}]
+    with Store(db) as s:
+        played = list(s.rows())
+    # more episodes of the study: its dictionary is built, and its first records repacked with it
+    again = [replace(r, key=f"again{i}", seed=1) for i, r in enumerate(played + played)]
+    extra = [replace(played[0], key=f"x{i}{kind}", kind=kind, record=rec, task_id=f"t\u00e9{i}",
+                     success=[True, False, None][i], status="infra_error" if i == 2 and kind == "live" else "done")
+             for i, rec in enumerate(odd) for kind in ("task", "live")]
+    with Store(db) as s:
+        s.put_values([r.values() for r in again + extra])
+        # both layouts in one file: packed (task) and JSON text (live) records
+        kinds = dict(s.query("SELECT kind, group_concat(DISTINCT typeof(record)) FROM episodes GROUP BY kind"))
+        assert kinds == {"task": "blob", "live": "text"} and s.query("SELECT COUNT(*) FROM record_dicts") == [(1,)]
+    new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
+    assert export(db, "jsonl", new) == _export_as_before(db, old) == 3 * 16 + 5
+    assert new.read_bytes() == old.read_bytes()
+    lines = new.read_text(encoding="utf-8").splitlines()
+    assert "\\ud83d broken" in lines[-3] and lines[-3].isascii()  # the surrogate's line: escaped whole
+    assert json.loads(lines[-1])["record"] == odd[2]
 
 
 def test_stratified_sample_is_deterministic_and_covers_strata():

@@ -4,9 +4,9 @@ connection every reader and writer of the file goes through.
 One file holds everything a study produces, in tables that never collide:
 
 - ``studies``, ``episodes``: schema-bias studies and their episodes (task and probe kinds);
-- ``study_catalogs``, ``study_variants``: what a study's catalog and variants were when it
-  ran (classes, function counts, variant steps), so reports read them instead of
-  rebuilding codecs from the registry;
+- ``study_catalogs``, ``study_variants``, ``study_domains``: what a study's catalog and variants
+  were when it ran (classes, function counts, variant steps, each played domain's function
+  counts), so reports read them instead of rebuilding codecs from the registry;
 - ``selection_records``, ``selection_filter``: tool-selection trials and filter answers;
 - ``record_dicts``: the per-study dictionaries that packed episode records are compressed
   against (:mod:`toolbias.base.packed`; a record stored as TEXT is plain JSON, as before).
@@ -31,8 +31,9 @@ from ..errors import StoreError
 from .packed import DICT_SCHEMA
 
 #: the layout this toolbias writes (SQLite ``user_version``); 1: episodes only, no user_version set;
-#: 3: records of task and probe episodes may be packed (:mod:`toolbias.base.packed`, table ``record_dicts``)
-SCHEMA_VERSION = 3
+#: 3: records of task and probe episodes may be packed (:mod:`toolbias.base.packed`, table ``record_dicts``);
+#: 4: each played domain's function counts per study (table ``study_domains``)
+SCHEMA_VERSION = 4
 
 EPISODE_COLUMNS = ("key", "study", "kind", "model", "settings_hash", "catalog", "variant", "task_id", "domain",
                    "control", "condition", "seed", "status", "success", "failure_mode", "termination", "n_gold",
@@ -61,6 +62,9 @@ CREATE TABLE IF NOT EXISTS study_catalogs (
 CREATE TABLE IF NOT EXISTS study_variants (
     study TEXT NOT NULL, variant TEXT NOT NULL, steps TEXT NOT NULL, steps_hash TEXT NOT NULL,
     function_count INTEGER NOT NULL, PRIMARY KEY (study, variant));
+CREATE TABLE IF NOT EXISTS study_domains (
+    study TEXT NOT NULL, domain TEXT NOT NULL, native_function_count INTEGER NOT NULL,
+    function_counts TEXT NOT NULL, PRIMARY KEY (study, domain));
 CREATE TABLE IF NOT EXISTS selection_records (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, benchmark TEXT NOT NULL, condition TEXT NOT NULL,
     presentation TEXT NOT NULL, run INTEGER NOT NULL, cluster TEXT NOT NULL, query_index INTEGER NOT NULL,
@@ -76,7 +80,7 @@ CREATE TABLE IF NOT EXISTS selection_filter (
 _D = TypeVar("_D", bound="Database")
 
 #: the meta.schema_version values this toolbias can read (and migrate)
-_KNOWN_META = {"1", "2", str(SCHEMA_VERSION)}
+_KNOWN_META = {"1", "2", "3", str(SCHEMA_VERSION)}
 
 
 def insert_sql(table: str, columns: Sequence[str], *, replace: bool = True) -> str:
@@ -126,7 +130,7 @@ class Database:
                              where=str(self.path), fix="upgrade toolbias to read it, or use a new --store file")
         if self.readonly or (version == SCHEMA_VERSION and meta == str(SCHEMA_VERSION)):
             return
-        # version 0 (episodes with meta "1", selection tables only, or an empty file) or 2 -> 3: add tables
+        # version 0 (episodes with meta "1", selection tables only, or an empty file), 2 or 3 -> 4: add tables
         with self.lock:
             self.db.executescript(SCHEMA)
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -93,6 +93,13 @@ class RecordPacker:
         """The JSON text of a stored record (TEXT rows are returned as they are)."""
         if isinstance(value, str):
             return value
+        return self.unpack_utf8(value).decode("utf-8")
+
+    def unpack_utf8(self, value: str | bytes) -> bytes:
+        """The JSON text of a stored record as UTF-8 bytes (for writers of files: a packed record
+        is never decoded to a string and encoded again)."""
+        if isinstance(value, str):
+            return value.encode("utf-8")
         fmt, dict_id = _HEADER.unpack_from(value)
         if fmt != FORMAT_ZLIB:
             raise StoreError(f"record in an unknown packed format {fmt}", where=self.path,
@@ -102,7 +109,7 @@ class RecordPacker:
             raise StoreError(f"record dictionary {dict_id} is missing", where=self.path,
                              fix="the file is damaged: restore it, or re-run the study into a new --store")
         do = zlib.decompressobj(-15, zdict=zdict) if zdict else zlib.decompressobj(-15)
-        return (do.decompress(value[_HEADER.size:]) + do.flush()).decode("utf-8")
+        return do.decompress(value[_HEADER.size:]) + do.flush()
 
     def pack_rows(self, study: str, items: Sequence[tuple[str, str]]) -> list[bytes]:
         """Pack one study's ``(variant, record JSON)`` items, building the study's dictionary

@@ -221,7 +221,12 @@ class Catalog:
         return Catalog(self.name, self.domains, tuple(tasks), self.meta)
 
     def fingerprint(self) -> str:
-        """Hash of tools and tasks: resume refuses a catalog that silently changed."""
-        parts = [canonical_json([t.uid, t.description, t.parameters, t.cls]) for d in self.domains for t in d.tools]
-        parts.extend(canonical_json(task.to_dict()) for task in self.tasks)
-        return sha256_text("".join(parts), 16)
+        """Hash of tools and tasks: resume refuses a catalog that silently changed. Computed once
+        (a catalog is immutable; a study asks for it when it plans, checks and describes itself)."""
+        cached: str | None = self.__dict__.get("_fingerprint")
+        if cached is None:
+            parts = [canonical_json([t.uid, t.description, t.parameters, t.cls]) for d in self.domains for t in d.tools]
+            parts.extend(canonical_json(task.to_dict()) for task in self.tasks)
+            cached = sha256_text("".join(parts), 16)
+            object.__setattr__(self, "_fingerprint", cached)
+        return cached

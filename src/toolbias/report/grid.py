@@ -34,7 +34,7 @@ from ..study.stats import (
 from . import tally
 from .live import live_table, load_conversations
 from .paper_tables import paper_tables, query_weighted_ratio
-from .stored import stored_classes, stored_function_ratios, stored_steps
+from .stored import stored_classes, stored_function_ratios, stored_steps, stored_weighted_ratios
 from .tau2_table import TABLE_KEY, TAU2_CATALOG, tau2_table
 
 FAILURE_MODES: tuple[str, ...] = tuple(m.value for m in FAILURE_ORDER)
@@ -280,14 +280,20 @@ def build_report(store: str | Path | Store, *, settings: ReportSettings | None =
     notes.extend(more)
     spec = catalog or (catalogs[0] if len(catalogs) == 1 else None)
     weights = tally.tasks_per_domain(counted) if table else None  # queries per domain: Figure 3's weights
-    # the paper's query-weighted ratio needs per-domain counts: rebuilt (from the stored steps) where
-    # the catalog loads; the stored whole-catalog ratio otherwise
-    missing = task_variants if weights else [v for v in task_variants if v not in ratios]
+    # the paper's query-weighted ratio needs per-domain counts: the ones the studies stored (of one
+    # catalog, none given instead); else rebuilt (from the stored steps) where the catalog loads; the
+    # stored whole-catalog ratio otherwise
+    weighted = stored_weighted_ratios(metas, task_studies, task_variants, weights) \
+        if weights and spec and catalog is None else {}
+    missing = [v for v in task_variants if v not in weighted] if weights else [v for v in task_variants
+                                                                                if v not in ratios]
+    rebuilt: dict[str, float] = {}
     if spec and missing:
         rebuilt, more = function_ratios(spec, missing, settings.baseline, weights, steps)
-        ratios = {v: ratios[v] if v not in rebuilt else rebuilt[v] for v in task_variants
-                  if v in ratios or v in rebuilt}
         notes.extend(more)
+    if spec and (weighted or missing):
+        ratios = {v: weighted[v] if v in weighted else rebuilt[v] if v in rebuilt else ratios[v]
+                  for v in task_variants if v in weighted or v in rebuilt or v in ratios}
     if len(imported):
         notes.append(f"Table 9 includes {len(imported)} simulations imported from tau2 results files; the other "
                      "sections show toolbias's own episodes")

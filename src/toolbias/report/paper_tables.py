@@ -26,7 +26,7 @@ tasks all of its arms share; each row says which definition it follows (``arms``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -98,14 +98,24 @@ def query_weighted_ratio(codec: Codec, weights: Mapping[str, float]) -> float | 
     """Figure 3's x-axis as the paper defines it: each domain's ratio of the functions an
     episode there sees under the variant to its native functions, averaged over domains
     weighted by their queries (``weights``: domain -> number of tasks). None without weights."""
+    def counts(domain: str) -> tuple[int, int]:
+        native = len(codec.catalog.domain(domain).tools)
+        return native, len(codec.tools_for(domain)) if native else 0
+    return weighted_ratio(counts, weights)
+
+
+def weighted_ratio(counts: Callable[[str], tuple[int, int]], weights: Mapping[str, float]) -> float | None:
+    """:func:`query_weighted_ratio` from ``counts``: domain -> (its native functions, the functions
+    an episode there sees under the variant), asked for domains of positive weight only."""
     total = sum(w for d, w in weights.items() if w > 0)
     if total <= 0:
         return None
     acc = 0.0
     for d, w in weights.items():
-        native = len(codec.catalog.domain(d).tools)
-        if w > 0 and native:
-            acc += w * len(codec.tools_for(d)) / native
+        if w > 0:
+            native, shown = counts(d)
+            if native:
+                acc += w * shown / native
     return acc / total
 
 
@@ -283,4 +293,4 @@ def condition_of(r: Mapping[str, Any]) -> str:
 
 __all__ = ["CLASS_CONTROLS", "CONVENTION_TARGETS", "MERGE_ENCODINGS", "PAPER_CLASS_CONTROLS",
            "PAPER_CONVENTION_TARGETS", "PAPER_MERGE_ENCODINGS", "class_controls", "convention_mixture",
-           "merge_encodings", "paper_tables", "query_weighted_ratio", "table_rows"]
+           "merge_encodings", "paper_tables", "query_weighted_ratio", "table_rows", "weighted_ratio"]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..store import StudyMeta, VariantMeta
+from .paper_tables import weighted_ratio
 
 V = TypeVar("V", bound=Hashable)
 
@@ -49,6 +50,31 @@ def stored_function_ratios(metas: Mapping[str, StudyMeta], studies: Iterable[str
     return _first(found, "function-count ratios", lambda r: f"{r:.3f}")
 
 
+def stored_weighted_ratios(metas: Mapping[str, StudyMeta], studies: Sequence[str], variants: Sequence[str],
+                           weights: Mapping[str, float]) -> dict[str, float]:
+    """variant -> Figure 3's query-weighted ratio (:func:`~toolbias.report.paper_tables.weighted_ratio`)
+    from the per-domain function counts the ``studies`` stored (a domain's first study that stored
+    it counts), with no codec built; variants missing a weighted domain's count are left out (the
+    caller rebuilds those)."""
+    out: dict[str, float] = {}
+    stored = [m.domains for n in studies if (m := metas.get(n)) is not None and m.domains]
+    for v in variants:
+        counts: dict[str, tuple[int, int]] = {}
+        for d, w in weights.items():
+            if w <= 0:
+                continue
+            found = next(((dm.native_function_count, dm.function_counts[v]) for domains in stored
+                          if (dm := domains.get(d)) is not None and v in dm.function_counts), None)
+            if found is None:
+                break
+            counts[d] = found
+        else:
+            ratio = weighted_ratio(counts.__getitem__, weights)
+            if ratio is not None:
+                out[v] = ratio
+    return out
+
+
 def stored_steps(metas: Mapping[str, StudyMeta], studies: Iterable[str],
                  variants: Sequence[str]) -> tuple[dict[str, list[Any]], list[str]]:
     """variant -> its steps (``[[op, params], ...]``) as the ``studies`` ran them."""
@@ -78,4 +104,4 @@ def format_steps(steps: Sequence[Any]) -> str:
     return " -> ".join(parts) if parts else "(none: the native schema)"
 
 
-__all__ = ["format_steps", "stored_classes", "stored_function_ratios", "stored_steps"]
+__all__ = ["format_steps", "stored_classes", "stored_function_ratios", "stored_steps", "stored_weighted_ratios"]

@@ -62,8 +62,11 @@ class IsolatedCodec(Codec):
     def schema(self, domain: str) -> list[dict[str, Any]]:
         return self.sub(domain).schema(domain)
 
-    def function_count(self) -> int:
-        return sum(c.function_count() for _, c in self.subs())
+    def function_count(self, domains: Iterable[str] | None = None) -> int:
+        """The functions of every domain's variant, or of ``domains``' only (only those are built)."""
+        if domains is None:
+            return sum(c.function_count() for _, c in self.subs())
+        return sum(self.sub(d).function_count() for d in domains)
 
     def instructions(self) -> list[str]:
         return [layer.instruction for layer in self.layers if layer.instruction]
