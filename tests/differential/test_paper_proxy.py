@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -216,16 +217,49 @@ class ArtifactProxy:
         self.proc.wait(timeout=30)
 
 
-def _both(op: str, control: Control) -> Iterator[tuple[str, str, FakeOpenAIServer, FakeOpenAIServer]]:
-    with FakeOpenAIServer(responder=scripted_agent) as theirs_up, FakeOpenAIServer(responder=scripted_agent) as ours_up:
-        artifact = ArtifactProxy(op, theirs_up.base_url, "hard" if control is Control.STRICT else "loose")
-        ours = ProxyServer(ProxyConfig(upstream=(ours_up.base_url,), variant=op, protocol="paper", control=control))
-        ours.start()
-        try:
-            yield artifact.url, ours.base_url, theirs_up, ours_up
-        finally:
-            ours.stop()
-            artifact.close()
+class ProxyPairs:
+    """Both proxies for one operator and control, each before its own scripted upstream: the pair
+    for the last (op, control) asked stays up for the next case that asks for it (starting the
+    artifact's proxy is most of a case's time), its upstreams' recorded requests cleared.
+    Conversations are keyed by their opening messages and tool names on both sides, so cases that
+    share a pair (other tools, other scenarios) never meet each other's conversations."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, Control] | None = None
+        self._stack: ExitStack | None = None
+        self._pair: tuple[str, str, FakeOpenAIServer, FakeOpenAIServer] | None = None
+
+    def open(self, op: str, control: Control) -> tuple[str, str, FakeOpenAIServer, FakeOpenAIServer]:
+        if self._key != (op, control) or self._pair is None:
+            self.close()
+            with ExitStack() as stack:  # closed here should a part fail to start, else by close()
+                theirs_up = stack.enter_context(FakeOpenAIServer(responder=scripted_agent))
+                ours_up = stack.enter_context(FakeOpenAIServer(responder=scripted_agent))
+                artifact = ArtifactProxy(op, theirs_up.base_url, "hard" if control is Control.STRICT else "loose")
+                stack.callback(artifact.close)
+                ours = ProxyServer(ProxyConfig(upstream=(ours_up.base_url,), variant=op, protocol="paper",
+                                               control=control))
+                ours.start()
+                stack.callback(ours.stop)
+                self._key, self._stack = (op, control), stack.pop_all()
+                self._pair = (artifact.url, ours.base_url, theirs_up, ours_up)
+        for upstream in self._pair[2:]:
+            upstream.requests.clear()
+        return self._pair
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+        self._key = self._stack = self._pair = None
+
+
+@pytest.fixture(scope="module")
+def pairs() -> Iterator[ProxyPairs]:
+    shared = ProxyPairs()
+    try:
+        yield shared
+    finally:
+        shared.close()
 
 
 def _comparable(reply: dict[str, Any]) -> dict[str, Any]:
@@ -245,27 +279,28 @@ def artifact_catalog(group: str) -> list[dict[str, Any]]:
             for t in rows if t["group"] == group]
 
 
-CASES = [*((op, Control.STRICT, "harness") for op in OPERATORS),
-         *((op, Control.LENIENT, "harness") for op in OPERATORS if op != "disclose"),
-         *((op, Control.STRICT, "car_cabin") for op in OPERATORS)]
+#: in pair order: the cases of one (op, control) next to each other share one pair of proxies
+CASES = [case for op in OPERATORS for case in ((op, Control.STRICT, "harness"), (op, Control.STRICT, "car_cabin"),
+                                               *(((op, Control.LENIENT, "harness"),) if op != "disclose" else ()))]
 
 
 @pytest.mark.parametrize(("op", "control", "catalog"), CASES)
-def test_same_requests_and_replies_as_the_artifacts_proxy(op: str, control: Control, catalog: str) -> None:
+def test_same_requests_and_replies_as_the_artifacts_proxy(pairs: ProxyPairs, op: str, control: Control,
+                                                          catalog: str) -> None:
     # (lenient schema discovery is left out: the artifact's proxy fails on an off-schema name there,
     # splitting a native name that has no class)
     tools = NATIVE_TOOLS if catalog == "harness" else artifact_catalog(catalog)
-    for url_theirs, url_ours, theirs_up, ours_up in _both(op, control):
-        for scenario in ("a", "bb", "stuck"):
-            theirs = harness(url_theirs, scenario, tools)
-            ours = harness(url_ours, scenario, tools)
-            assert [_comparable(r) for r in ours] == [_comparable(r) for r in theirs], scenario
-        assert len(theirs_up.requests) >= 4
-        assert ours_up.requests == theirs_up.requests
-        # the variant really differs from the native tools where the operator changes them
-        sent = [t["function"]["name"] for t in ours_up.requests[0]["tools"]]
-        unchanged = op in ("native", "strip", "reorder", "nest")
-        assert (sent == [t["function"]["name"] for t in tools]) == unchanged
+    url_theirs, url_ours, theirs_up, ours_up = pairs.open(op, control)
+    for scenario in ("a", "bb", "stuck"):
+        theirs = harness(url_theirs, scenario, tools)
+        ours = harness(url_ours, scenario, tools)
+        assert [_comparable(r) for r in ours] == [_comparable(r) for r in theirs], scenario
+    assert len(theirs_up.requests) >= 4
+    assert ours_up.requests == theirs_up.requests
+    # the variant really differs from the native tools where the operator changes them
+    sent = [t["function"]["name"] for t in ours_up.requests[0]["tools"]]
+    unchanged = op in ("native", "strip", "reorder", "nest")
+    assert (sent == [t["function"]["name"] for t in tools]) == unchanged
 
 
 def _streamed(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -289,13 +324,13 @@ def _streamed(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("op", ["transaction", "merge"])
-def test_a_streamed_turn_reads_the_same(op: str) -> None:
-    for url_theirs, url_ours, theirs_up, ours_up in _both(op, Control.STRICT):
-        body = {"model": "fake-model", "tools": NATIVE_TOOLS, "stream_options": {"include_usage": True},
-                "messages": [{"role": "user", "content": "Scenario a: do the chores."}]}
-        theirs, ours = _streamed(url_theirs, body), _streamed(url_ours, body)
-        assert ours == theirs and ours["tool_calls"]
-        assert ours_up.requests == theirs_up.requests and "stream" not in ours_up.requests[0]
+def test_a_streamed_turn_reads_the_same(pairs: ProxyPairs, op: str) -> None:
+    url_theirs, url_ours, theirs_up, ours_up = pairs.open(op, Control.STRICT)
+    body = {"model": "fake-model", "tools": NATIVE_TOOLS, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Scenario a: do the chores."}]}
+    theirs, ours = _streamed(url_theirs, body), _streamed(url_ours, body)
+    assert ours == theirs and ours["tool_calls"]
+    assert ours_up.requests == theirs_up.requests and "stream" not in ours_up.requests[0]
 
 
 @pytest.mark.slow
