@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from toolbias.catalog.model import Catalog, Domain, NativeAction, Task, Tool
 
 
@@ -48,3 +51,29 @@ THERMOSTAT_TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {
         "zone": {"type": "string", "enum": ["living_room", "bedroom", "kitchen"]},
         "celsius": {"type": "number"}}, "required": ["zone", "celsius"]}}}]
+
+
+def covering_sample(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks, in their order, that a property of how one task's gold is played needs to meet
+    every case of a catalog once: a task of every (domain, gold length), then tasks until every
+    tool a gold calls is called, and a gold that calls one tool twice in every domain that has one.
+    A test of such a property over a whole catalog checks as much on this sample (a few dozen
+    tasks of thousands), since each task plays alone: what a trace or an encoding does depends on
+    its domain's tools, the calls and their number, not on which task asks for them."""
+    wanted: dict[str, set[Any]] = {"stratum": set(), "tool": set(), "repeat": set()}
+    for t in tasks:
+        names = [a.tool for a in t.gold]
+        wanted["stratum"].add((t.domain, len(t.gold)))
+        wanted["tool"].update((t.domain, n) for n in names)
+        if len(set(names)) < len(names):
+            wanted["repeat"].add(t.domain)
+    picked = []
+    for t in tasks:
+        names = [a.tool for a in t.gold]
+        meets = {"stratum": {(t.domain, len(t.gold))}, "tool": {(t.domain, n) for n in names},
+                 "repeat": {t.domain} if len(set(names)) < len(names) else set()}
+        if any(meets[k] & wanted[k] for k in wanted):
+            picked.append(t)
+            for k in wanted:
+                wanted[k] -= meets[k]
+    return picked
