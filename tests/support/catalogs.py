@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from toolbias.catalog.model import Catalog, Domain, NativeAction, Task, Tool
@@ -53,17 +53,19 @@ THERMOSTAT_TOOLS = [{"type": "function", "function": {
         "celsius": {"type": "number"}}, "required": ["zone", "celsius"]}}}]
 
 
-def covering_sample(tasks: Sequence[Task]) -> list[Task]:
+def covering_sample(tasks: Sequence[Task], kind: Callable[[Task], Hashable] | None = None) -> list[Task]:
     """The tasks, in their order, that a property of how one task's gold is played needs to meet
     every case of a catalog once: a task of every (domain, gold length), then tasks until every
     tool a gold calls is called, and a gold that calls one tool twice in every domain that has one.
     A test of such a property over a whole catalog checks as much on this sample (a few dozen
     tasks of thousands), since each task plays alone: what a trace or an encoding does depends on
-    its domain's tools, the calls and their number, not on which task asks for them."""
-    wanted: dict[str, set[Any]] = {"stratum": set(), "tool": set(), "repeat": set()}
+    its domain's tools, the calls and their number, not on which task asks for them. ``kind``: a
+    task of each of its values too (what else a catalog's tasks differ in, e.g. how one is scored)."""
+    wanted: dict[str, set[Any]] = {"stratum": set(), "tool": set(), "repeat": set(), "kind": set()}
     for t in tasks:
         names = [a.tool for a in t.gold]
         wanted["stratum"].add((t.domain, len(t.gold)))
+        wanted["kind"].add((t.domain, kind(t)) if kind else None)
         wanted["tool"].update((t.domain, n) for n in names)
         if len(set(names)) < len(names):
             wanted["repeat"].add(t.domain)
@@ -71,7 +73,8 @@ def covering_sample(tasks: Sequence[Task]) -> list[Task]:
     for t in tasks:
         names = [a.tool for a in t.gold]
         meets = {"stratum": {(t.domain, len(t.gold))}, "tool": {(t.domain, n) for n in names},
-                 "repeat": {t.domain} if len(set(names)) < len(names) else set()}
+                 "repeat": {t.domain} if len(set(names)) < len(names) else set(),
+                 "kind": {(t.domain, kind(t)) if kind else None}}
         if any(meets[k] & wanted[k] for k in wanted):
             picked.append(t)
             for k in wanted:
