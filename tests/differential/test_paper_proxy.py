@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.support.reference_artifact import ARTIFACT, missing_reason
-from tests.support.servers import FakeOpenAIServer, Reply, free_port
+from tests.support.servers import FakeOpenAIServer, LlamaCppServer, Reply, free_port
 from toolbias.proxy import ProxyConfig, ProxyServer
 from toolbias.proxy.paper_tools import OPERATORS
 from toolbias.variants.codec import Control
@@ -334,31 +334,27 @@ def test_a_streamed_turn_reads_the_same(pairs: ProxyPairs, op: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_real_model_behind_both_proxies() -> None:
+def test_a_real_model_behind_both_proxies(llama_server: LlamaCppServer) -> None:
     """The embedded model behind ``python -m llama_cpp.server`` as the upstream of both proxies
     (through a relay that records each request): the same requests, the same replies."""
-    from tests.support.servers import LlamaCppServer, llama_server_skip_reason
+    llama = llama_server
 
-    reason = llama_server_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with LlamaCppServer() as llama:
-        def relay(body: dict[str, Any]) -> dict[str, Any]:
-            out: dict[str, Any] = _post(llama.base_url, {**body, "model": llama.model})
-            out.update(model="fake-model", id="chatcmpl-relay", created=0)  # the server's own, per response
-            return out
+    def relay(body: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = _post(llama.base_url, {**body, "model": llama.model})
+        out.update(model="fake-model", id="chatcmpl-relay", created=0)  # the server's own, per response
+        return out
 
-        with FakeOpenAIServer(responder=relay) as theirs_up, FakeOpenAIServer(responder=relay) as ours_up:
-            artifact = ArtifactProxy("merge", theirs_up.base_url, "hard")
-            ours = ProxyServer(ProxyConfig(upstream=(ours_up.base_url,), variant="merge", protocol="paper")).start()
-            try:
-                body = {"model": "fake-model", "tools": NATIVE_TOOLS, "temperature": 0, "max_tokens": 64,
-                        "messages": [{"role": "system", "content": "You drive a car."},
-                                     {"role": "user", "content": "Stop the music."}]}
-                theirs, mine = _post(artifact.url, body), _post(ours.base_url, body)
-            finally:
-                ours.stop()
-                artifact.close()
+    with FakeOpenAIServer(responder=relay) as theirs_up, FakeOpenAIServer(responder=relay) as ours_up:
+        artifact = ArtifactProxy("merge", theirs_up.base_url, "hard")
+        ours = ProxyServer(ProxyConfig(upstream=(ours_up.base_url,), variant="merge", protocol="paper")).start()
+        try:
+            body = {"model": "fake-model", "tools": NATIVE_TOOLS, "temperature": 0, "max_tokens": 64,
+                    "messages": [{"role": "system", "content": "You drive a car."},
+                                 {"role": "user", "content": "Stop the music."}]}
+            theirs, mine = _post(artifact.url, body), _post(ours.base_url, body)
+        finally:
+            ours.stop()
+            artifact.close()
     assert "choices" in theirs, theirs
     assert _comparable(mine) == _comparable(theirs)
     assert ours_up.requests == theirs_up.requests and len(ours_up.requests) >= 1

@@ -93,11 +93,10 @@ class Relay:
 
 
 @pytest.fixture(scope="module")
-def relay() -> Iterator[tuple[Relay, FakeOpenAIServer]]:
-    with LlamaCppServer() as llama:
-        r = Relay(llama)
-        with FakeOpenAIServer(models=(MODEL,), responder=r) as server:
-            yield r, server
+def relay(llama_server: LlamaCppServer) -> Iterator[tuple[Relay, FakeOpenAIServer]]:
+    r = Relay(llama_server)
+    with FakeOpenAIServer(models=(MODEL,), responder=r) as server:
+        yield r, server
 
 
 def _by_turn(requests: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

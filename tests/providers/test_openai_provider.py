@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.catalogs import THERMOSTAT_TOOLS
-from tests.support.servers import FAULTS, FakeOpenAIServer, LlamaCppServer, Reply, llama_server_skip_reason
+from tests.support.servers import FAULTS, FakeOpenAIServer, LlamaCppServer, Reply
 from toolbias.errors import ProviderError
 from toolbias.providers import make_provider
 from toolbias.providers.base import GenerateConfig, InfraError
@@ -279,13 +279,7 @@ def test_configuration_errors() -> None:
 # ------------------------------------------------------------------ llama_cpp.server with the embedded model
 
 
-@pytest.fixture(scope="module")
-def llama_server() -> Iterator[LlamaCppServer]:
-    reason = llama_server_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with LlamaCppServer() as srv:
-        yield srv
+# (llama_server: the session's one server, tests/conftest.py)
 
 
 @pytest.mark.slow
