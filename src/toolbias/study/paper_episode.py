@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..catalog.model import Task
@@ -36,17 +35,8 @@ from ..variants.instructions import variant_instructions
 from .episode import CallRecord, Condition, EpisodeConfig, EpisodeRecord, Termination
 from .paper_env import PaperCallMap, PaperEnv
 from .paper_protocol import Runner, paper_system_prompt, runner_of
+from .paper_turns import paper_arguments, paper_turn
 from .success import MatchRule
-
-
-def paper_arguments(raw: str) -> tuple[Any, bool]:
-    """The arguments the artifact executes for a call's argument text, and whether it failed to
-    read them (text that is not JSON, or JSON that is not an object, runs as ``{}``)."""
-    try:
-        value = json.loads(raw or "{}")
-    except (ValueError, RecursionError):
-        return {}, True
-    return (value, False) if isinstance(value, dict) else ({}, True)
 
 
 def paper_system(codec: Codec, task: Task, config: EpisodeConfig) -> str:
@@ -54,18 +44,6 @@ def paper_system(codec: Codec, task: Task, config: EpisodeConfig) -> str:
     as the artifact's extra note (``SYN_NOTE``)."""
     note = " ".join(variant_instructions(codec)) if config.condition is Condition.INSTRUCTION else None
     return paper_system_prompt(codec.catalog.domain(task.domain).system, runner_of(codec.name), note or None)
-
-
-def paper_turn(out: ModelOutput, turn: int) -> tuple[tuple[ToolCall, ...], str | None]:
-    """The calls and the text of one answer as the artifact reads them on turn ``turn`` (from 1):
-    only the calls the API returned as tool calls (calls the provider recovered from the text are
-    none: the text stays as the model wrote it), each with the server's id, or ``call_<turn>_<i>``
-    where the server sent none."""
-    if out.recovered:
-        return (), out.raw_content if out.raw_content is not None else out.content
-    calls = tuple(replace(c, id=f"call_{turn}_{i}", generated_id=False) if c.generated_id else c
-                  for i, c in enumerate(out.tool_calls))
-    return calls, out.content
 
 
 class PaperEpisode:

@@ -55,13 +55,13 @@ from ..operators.paper import (
 from ..providers.base import Message, ModelOutput, ToolCall
 from ..variants.paper import ladder_step
 from ..variants.spec import VariantSpec
-from .paper_episode import paper_arguments, paper_turn
 from .paper_protocol import (
     TOOL_INSTRUCTION,
     TRANSACTION_INSTRUCTION,
     ProtocolNotImplemented,
     unknown_function,
 )
+from .paper_turns import paper_arguments, paper_turn
 
 #: the assistant's words when hard control dropped every call of a turn that had no text
 NO_ACTION = ("I can only use the tools provided to me, but the action I attempted is not available among "
