@@ -12,7 +12,7 @@ import pytest
 from tests.support.catalogs import THERMOSTAT_TOOLS
 from tests.support.local_model import HAS_LLAMA, NO_LLAMA
 from toolbias.providers.base import GenerateConfig, ModelOutput
-from toolbias.providers.kv_prefixes import KV_CACHE_ENV, PrefixStore, default_folder, prefix_key
+from toolbias.providers.kv_prefixes import KV_CACHE_ENV, PrefixStore, default_folder, folder_for, prefix_key
 
 #: a system prompt long enough (with the tools) to be worth keeping: more than MIN_TOKENS tokens
 SYSTEM = {"role": "system", "content": "You control a smart home. Use only the provided tools. "
@@ -46,6 +46,9 @@ def test_the_folder_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.delenv(KV_CACHE_ENV)
     monkeypatch.setenv("TOOLBIAS_CACHE", str(tmp_path / "c"))
     assert default_folder() == tmp_path / "c" / "kv"
+    # the provider's kv_cache option: not given is the default, a folder is that folder
+    assert folder_for(None) == default_folder() and folder_for(str(tmp_path)) == tmp_path
+    assert folder_for("off") is folder_for("") is folder_for(" OFF ") is None
 
 
 def _answer(folder: Path) -> tuple[ModelOutput, int, PrefixStore]:

@@ -304,7 +304,7 @@ class BatchDecoder:
                           if s.request is not None and s.request.todo), default=0)
             if coming >= cached + MIN_SHARED:
                 waiting.append(req)
-            elif self._fits(req):
+            elif self._fits(req, cached):
                 self._admit(req)
             else:
                 self.stats.kv_waits += 1
@@ -322,18 +322,16 @@ class BatchDecoder:
             held += len(req.todo) + max(0, min(req.max_tokens, self.gen_reserve) - len(req.completion))
         return held
 
-    def _fits(self, req: _Request) -> bool:
-        """Whether ``req`` fits in the KV cache, evicting least recently used idle slots that it
-        does not continue from; always when nothing runs (a prompt too long for the whole cache
-        then fails as it would alone)."""
+    def _fits(self, req: _Request, cached: int) -> bool:
+        """Whether ``req``, ``cached`` of whose prompt tokens the cache holds, fits in the KV cache,
+        evicting least recently used idle slots that it does not continue from; always when
+        nothing runs (a prompt too long for the whole cache then fails as it would alone)."""
         if not self._running():
             return True
-        need = len(req.tokens) - max((common_prefix(s.tokens, req.tokens) for s in self._slots), default=0) \
-            + min(req.max_tokens, self.gen_reserve)
+        need = len(req.tokens) - cached + min(req.max_tokens, self.gen_reserve)
         while self._cells_wanted() + need > self.kv_cells:
-            best = max((common_prefix(s.tokens, req.tokens) for s in self._slots), default=0)
             idle = [s for s in self._slots if s.request is None and s.tokens
-                    and (best == 0 or common_prefix(s.tokens, req.tokens) < best)]
+                    and (cached == 0 or common_prefix(s.tokens, req.tokens) < cached)]
             if not idle:
                 return False
             victim = min(idle, key=lambda s: s.used)

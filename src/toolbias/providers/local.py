@@ -56,7 +56,7 @@ from typing import Any
 
 from ..errors import MissingExtraError, ProviderError
 from .base import GenerateConfig, InfraError, Message, ModelAPI, ModelOutput, ToolCall, Usage
-from .kv_prefixes import PrefixStore, default_folder, prefix_key
+from .kv_prefixes import PrefixStore, folder_for, prefix_key
 from .llama_batch import BatchDecoder, BatchResult, DecoderStats, Sampling
 from .textcalls import find_tool_calls
 from .weights import (
@@ -434,9 +434,7 @@ class LocalProvider(ModelAPI):
 
     def _prefix_store(self, path: Path, engine: str) -> PrefixStore | None:
         """Where this model's evaluated prefixes are kept across runs (None: ``kv_cache`` off)."""
-        value = self.kv_cache
-        folder = default_folder() if value is None else (None if value.strip().lower() in ("off", "0", "")
-                                                         else Path(value).expanduser())
+        folder = folder_for(self.kv_cache)
         if folder is None:
             return None
         st = path.stat()  # a custom GGUF without a pinned hash: its name, size and time stand in
