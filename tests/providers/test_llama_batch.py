@@ -14,7 +14,7 @@ from tests.support.catalogs import THERMOSTAT_TOOLS
 from tests.support.local_model import HAS_LLAMA, NO_LLAMA, embedded_weights
 from toolbias.errors import ProviderError
 from toolbias.providers.base import GenerateConfig, ModelOutput, Usage
-from toolbias.providers.llama_batch import BatchDecoder, cells_held, common_prefix
+from toolbias.providers.llama_batch import BatchDecoder, cells_held, common_prefix, reserve_left
 from toolbias.providers.local import _STOP, BATCH_ENV, LocalProvider
 
 SYSTEM = {"role": "system", "content": "You control a smart home. Use only the provided tools."}
@@ -53,6 +53,19 @@ def test_cells_held_counts_every_shared_prefix_once() -> None:
                  for _ in range(rng.randrange(0, 6))]
         distinct = {tuple(t[:n]) for t in lists for n in range(1, len(t) + 1)}
         assert cells_held(lists) == len(distinct)
+
+
+def test_a_long_answer_is_reserved_room_a_block_at_a_time() -> None:
+    """What admission counts for a running request's answer: always some room ahead of it until
+    ``max_tokens``, so a long answer keeps being counted instead of outgrowing a fixed reserve."""
+    for max_tokens in (1, 40, 256, 1024):
+        for block in (1, 40, 256):
+            for generated in range(max_tokens):
+                left = reserve_left(generated, max_tokens, block)
+                assert 1 <= left <= block and generated + left <= max_tokens
+                assert generated + left == max_tokens or (generated + left) % block == 0
+            assert reserve_left(max_tokens, max_tokens, block) == 0
+    assert reserve_left(300, 1024, 0) == 0  # nothing held back
 
 
 @pytest.mark.skipif(not HAS_LLAMA, reason=NO_LLAMA)

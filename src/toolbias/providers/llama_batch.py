@@ -23,9 +23,12 @@ longest cached prefix, plus ``gen_reserve`` tokens to generate) fit beside what 
 (every slot's tokens, shared prefixes counted once, and what running requests still need);
 otherwise least recently used idle slots are evicted, and if that is not enough it waits for a
 running request to end. Episodes with different long prompts (a catalog's domains) then decode
-as many at once as fit, instead of evicting each other's prompts. A request that outgrows its
-reserve in a full cache still sets the latest running request back in the queue (it restarts
-later, from its prompt).
+as many at once as fit, instead of evicting each other's prompts. A request that generates past
+its reserve is reserved another ``gen_reserve`` tokens (up to its ``max_tokens``), so admission
+keeps counting what it may still fill. One that outgrows it in a full cache still sets the latest
+running request back in the queue (it restarts later, from its prompt); admission then holds at
+the requests left running until one ends or ``ROOM_RETRY_STEPS`` steps have passed (before: until
+one ended, so one long answer could decode alone for a thousand steps while others waited).
 
 Prompt reuse across runs: with a :class:`~.kv_prefixes.PrefixStore`, a request may name how
 many of its leading tokens are a prefix worth keeping (a variant's system prompt and tools).
@@ -58,6 +61,9 @@ MIN_SHARED = 32
 #: KV cells held back for each running request's generated tokens when admitting (a tool call
 #: is tens of tokens; a longer answer may still fill the cache, which sets a request back)
 GEN_RESERVE = 256
+#: after a full cache set a request back, admission holds at the requests left running for at most
+#: this many steps (or until one ends), then tries again with what the cache holds by then
+ROOM_RETRY_STEPS = 64
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,15 @@ def cells_held(token_lists: list[list[int]]) -> int:
     return total
 
 
+def reserve_left(generated: int, max_tokens: int, block: int) -> int:
+    """KV cells held for a running request beyond the ``generated`` tokens it has: ``block`` tokens
+    at a time (the next block once it has filled the last), never past ``max_tokens``; 0 when
+    ``block`` is 0 (nothing held back)."""
+    if block <= 0:
+        return 0
+    return max(0, min(max_tokens, (generated // block + 1) * block) - generated)
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     """How many leading tokens ``a`` and ``b`` share (blocks compared as slices, in C, then one by one)."""
     m = min(len(a), len(b))
@@ -211,6 +226,8 @@ class BatchDecoder:
         self._clock = 0
         #: admit no more than this many running requests (lowered after a full cache, reset when one ends)
         self._room = self.batch
+        #: the step at which ``_room`` was last lowered
+        self._room_since = 0
         self.stats = DecoderStats()
 
     # -- callers --------------------------------------------------------------
@@ -295,6 +312,8 @@ class BatchDecoder:
         prefix once). A request the cache has no room for stops admission: the ones behind it
         wait too, so the queue keeps its order (variant by variant, domain by domain)."""
         waiting: list[_Request] = []
+        if self._room < self.batch and self.stats.steps - self._room_since >= ROOM_RETRY_STEPS:
+            self._room = self.batch
         while self._queue and len(self._running()) < self._room:
             req = self._queue.popleft()
             if req.future.cancelled():
@@ -319,7 +338,7 @@ class BatchDecoder:
         for slot in self._running():
             req = slot.request
             assert req is not None
-            held += len(req.todo) + max(0, min(req.max_tokens, self.gen_reserve) - len(req.completion))
+            held += len(req.todo) + reserve_left(len(req.completion), req.max_tokens, self.gen_reserve)
         return held
 
     def _fits(self, req: _Request, cached: int) -> bool:
@@ -564,5 +583,6 @@ class BatchDecoder:
         slot.request, slot.tokens = None, []
         req.completion, req.next_token, req.multibyte_fix = [], None, 0
         self._room = max(1, len(running) - 1)
+        self._room_since = self.stats.steps
         self.stats.preempted += 1
         self._queue.appendleft(req)
