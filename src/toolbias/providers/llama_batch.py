@@ -224,7 +224,8 @@ class BatchDecoder:
         self._closing = False
         self._thread: threading.Thread | None = None
         self._clock = 0
-        #: admit no more than this many running requests (lowered after a full cache, reset when one ends)
+        #: admit no more than this many running requests (lowered after a full cache, reset when one
+        #: ends or ROOM_RETRY_STEPS steps later)
         self._room = self.batch
         #: the step at which ``_room`` was last lowered
         self._room_since = 0
@@ -347,7 +348,7 @@ class BatchDecoder:
         nothing runs (a prompt too long for the whole cache then fails as it would alone)."""
         if not self._running():
             return True
-        need = len(req.tokens) - cached + min(req.max_tokens, self.gen_reserve)
+        need = len(req.tokens) - cached + reserve_left(0, req.max_tokens, self.gen_reserve)
         while self._cells_wanted() + need > self.kv_cells:
             idle = [s for s in self._slots if s.request is None and s.tokens
                     and (cached == 0 or common_prefix(s.tokens, req.tokens) < cached)]
